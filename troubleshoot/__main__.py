@@ -1,0 +1,4 @@
+"""`python -m troubleshoot ...` is `llmfix ...`."""
+from .cli import main
+
+main()

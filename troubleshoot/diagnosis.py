@@ -1,0 +1,126 @@
+"""The Diagnosis: what the engine concluded, in the shape of the `llmfix/diagnosis-v1` JSON."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .contracts import SCHEMA
+from .observations import Artifact, Finding, _jsonable
+
+
+@dataclass
+class EvidenceLine:
+    """One factor of a cause's score: the fact, its value, and the likelihood ratio it applied."""
+
+    fact: str
+    value: Any
+    source: str
+    factor: float
+    holds: bool
+    says: str = ""
+    condition: str = ""
+
+    def to_json(self) -> dict:
+        return {"fact": self.fact, "value": _jsonable(self.value), "from": self.source,
+                "factor": round(self.factor, 4), "holds": self.holds, "condition": self.condition,
+                "says": self.says}
+
+
+@dataclass
+class RenderedFix:
+    id: str
+    title: str
+    steps: list[str]
+    sources: list[str]
+    needs: list[str] = field(default_factory=list)  # facts that would compute a number in a step
+    did_not_work: list[dict] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"id": self.id, "title": self.title, "steps": self.steps, "sources": self.sources,
+                "needs": self.needs, "did_not_work": self.did_not_work}
+
+
+@dataclass
+class RankedCause:
+    id: str
+    symptom: str
+    title: str
+    score: float
+    status: str  # confirmed | likely | possible | ruled-out
+    prior: float
+    evidence: list[EvidenceLine] = field(default_factory=list)
+    fixes: list[RenderedFix] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+    summary: str = ""
+
+    def explain(self) -> str:
+        """'prior 0.10 × 30 (data.mask.binary = False) → 0.77', so the score can be recomputed."""
+        parts = [f"prior {self.prior:.2f}"]
+        parts += [f"× {e.factor:g} ({e.fact} = {_short(e.value)})" for e in self.evidence if e.factor != 1]
+        return " ".join(parts) + f" → {self.score:.2f}"
+
+    def to_json(self) -> dict:
+        return {"id": self.id, "symptom": self.symptom, "title": self.title, "score": round(self.score, 4),
+                "status": self.status, "prior": self.prior, "why": self.explain(),
+                "evidence": [e.to_json() for e in self.evidence],
+                "fixes": [f.to_json() for f in self.fixes], "sources": self.sources}
+
+
+@dataclass
+class Question:
+    fact: str
+    text: str
+    type: str
+    choices: list[str] = field(default_factory=list)
+    how: str = ""
+    probe: str = ""
+    symptom: str = ""
+    value: float = 0.0  # expected movement of the causes, the ordering key
+
+    def to_json(self) -> dict:
+        out = {"fact": self.fact, "text": self.text, "type": self.type}
+        if self.choices:
+            out["choices"] = self.choices
+        if self.probe:
+            out["probe"] = self.probe
+        return out
+
+
+@dataclass
+class SymptomMatch:
+    id: str
+    title: str
+    score: float
+
+    def to_json(self) -> dict:
+        return {"id": self.id, "title": self.title, "score": round(self.score, 4)}
+
+
+@dataclass
+class Diagnosis:
+    query: str | None = None
+    artifacts: list[Artifact] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    symptoms: list[SymptomMatch] = field(default_factory=list)
+    causes: list[RankedCause] = field(default_factory=list)
+    questions: list[Question] = field(default_factory=list)
+    attachments: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def problem_found(self) -> bool:
+        """Exit 1 when an error-severity finding or a confirmed cause exists (DESIGN.md)."""
+        return (any(f.severity == "error" for f in self.findings)
+                or any(c.status == "confirmed" for c in self.causes))
+
+    def to_json(self) -> dict:
+        return {"schema": SCHEMA, "query": self.query,
+                "artifacts": [a.to_json() for a in self.artifacts],
+                "findings": [f.to_json() for f in self.findings],
+                "symptoms": [s.to_json() for s in self.symptoms],
+                "causes": [c.to_json() for c in self.causes],
+                "questions": [q.to_json() for q in self.questions]}
+
+
+def _short(value: Any) -> str:
+    text = str(value)
+    return text if len(text) <= 24 else text[:21] + "..."

@@ -1,0 +1,181 @@
+"""Small, safe expressions over facts: rule conditions and computed numbers in fix steps.
+
+``Expr("sqrt(2/(5*model.hidden_size))")`` is parsed with ``ast`` and checked against a whitelist
+when the rule file is loaded; evaluation walks the tree itself (never ``eval``), so a rule file can
+compute BLOOM's init std but cannot call anything else.
+
+>>> Expr("sqrt(2/(5*model.hidden_size))").evaluate({"model.hidden_size": 11600})
+0.005872202195147035
+"""
+from __future__ import annotations
+
+import ast
+import math
+import operator
+from typing import Any, Callable, Mapping
+
+FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "sqrt": math.sqrt, "log": math.log, "log2": math.log2, "exp": math.exp,
+    "abs": abs, "min": min, "max": max, "round": round,
+}
+CONSTANTS = {"true": True, "false": False, "none": None, "True": True, "False": False, "None": None}
+
+_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+           ast.Div: operator.truediv, ast.Pow: operator.pow, ast.Mod: operator.mod}
+_COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
+            ast.Gt: operator.gt, ast.GtE: operator.ge,
+            ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
+_UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Not: operator.not_}
+
+
+class ExprError(ValueError):
+    """The expression uses something outside the whitelist, or could not be computed."""
+
+
+class Unknown(Exception):
+    """A fact the expression needs is not known yet."""
+
+
+def dotted_name(node: ast.AST) -> str | None:
+    """'model.hidden_size' for Attribute(Name('model'), 'hidden_size'); None otherwise."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+class Expr:
+    """A parsed, whitelisted expression. ``facts`` is the set of fact names it reads."""
+
+    def __init__(self, source: str) -> None:
+        self.source = str(source).strip()
+        try:
+            self._tree = ast.parse(self.source, mode="eval").body
+        except SyntaxError as err:
+            raise ExprError(f"not a valid expression: {self.source!r} ({err.msg})") from None
+        self.facts: set[str] = set()
+        self._check(self._tree)
+
+    def __repr__(self) -> str:
+        return f"Expr({self.source!r})"
+
+    def _check(self, node: ast.AST) -> None:
+        name = dotted_name(node)
+        if name is not None:
+            if name not in CONSTANTS:
+                self.facts.add(name)
+            return
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, str, bool, type(None))):
+            return
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+            children = [node.left, node.right]
+        elif isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
+            children = [node.operand]
+        elif isinstance(node, ast.BoolOp):
+            children = node.values
+        elif isinstance(node, ast.Compare) and all(type(op) in _COMPARE for op in node.ops):
+            children = [node.left, *node.comparators]
+        elif isinstance(node, (ast.List, ast.Tuple)):
+            children = node.elts
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+              and node.func.id in FUNCTIONS and not node.keywords):
+            children = node.args
+        else:
+            what = type(node).__name__
+            if isinstance(node, ast.Call):
+                what = f"call of {ast.unparse(node.func)}()"
+            raise ExprError(f"{self.source!r}: {what} is not allowed "
+                            f"(use facts, numbers, + - * / **, comparisons, and/or/not, {', '.join(FUNCTIONS)})")
+        for child in children:
+            self._check(child)
+
+    def evaluate(self, facts: Mapping[str, Any]) -> Any:
+        """Compute the value; raises Unknown if a needed fact is missing (or None)."""
+        try:
+            return self._eval(self._tree, facts)
+        except (Unknown, ExprError):
+            raise
+        except (ArithmeticError, TypeError, ValueError) as err:
+            raise ExprError(f"{self.source!r}: {err}") from None
+
+    def _eval(self, node: ast.AST, facts: Mapping[str, Any]) -> Any:
+        name = dotted_name(node)
+        if name is not None:
+            if name in CONSTANTS:
+                return CONSTANTS[name]
+            value = facts.get(name)
+            if value is None:
+                raise Unknown(name)
+            return value
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, ast.BinOp):
+            return _BINARY[type(node.op)](self._eval(node.left, facts), self._eval(node.right, facts))
+        if isinstance(node, ast.UnaryOp):
+            return _UNARY[type(node.op)](self._eval(node.operand, facts))
+        if isinstance(node, ast.BoolOp):
+            values = (self._eval(v, facts) for v in node.values)
+            return all(values) if isinstance(node.op, ast.And) else any(values)
+        if isinstance(node, ast.Compare):
+            left = self._eval(node.left, facts)
+            for op, right_node in zip(node.ops, node.comparators):
+                right = self._eval(right_node, facts)
+                if not _COMPARE[type(op)](left, right):
+                    return False
+                left = right
+            return True
+        if isinstance(node, (ast.List, ast.Tuple)):
+            return [self._eval(e, facts) for e in node.elts]
+        if isinstance(node, ast.Call):
+            return FUNCTIONS[node.func.id](*(self._eval(a, facts) for a in node.args))
+        raise ExprError(f"{self.source!r}: cannot evaluate {type(node).__name__}")
+
+
+def split_template(text: str) -> list[tuple[str, str, str]]:
+    """Split 'Set {{ expr :fmt }} now' into [(literal, expr, fmt), ...]; the last expr may be ''."""
+    out, rest = [], text
+    while "{{" in rest:
+        before, _, after = rest.partition("{{")
+        inner, sep, rest = after.partition("}}")
+        if not sep:
+            raise ExprError(f"unclosed '{{{{' in {text!r}")
+        expr, fmt = inner, ""
+        if ":" in inner:
+            expr, _, fmt = inner.rpartition(":")
+        out.append((before, expr.strip(), fmt.strip()))
+    out.append((rest, "", ""))
+    return out
+
+
+def render_template(text: str, facts: Mapping[str, Any]) -> tuple[str, set[str]]:
+    """Fill {{ expr :fmt }} slots; returns the text and the facts still needed to compute it.
+
+    >>> render_template("use {{ sqrt(2/(5*h)) :.5f }}", {"h": 11600})[0]
+    'use 0.00587'
+    """
+    pieces, missing = [], set()
+    for literal, source, fmt in split_template(text):
+        pieces.append(literal)
+        if not source:
+            continue
+        expr = Expr(source)
+        try:
+            value = expr.evaluate(facts)
+            pieces.append(format(value, fmt) if fmt else _plain(value))
+        except Unknown:
+            need = sorted(f for f in expr.facts if facts.get(f) is None)
+            missing.update(need)
+            pieces.append(f"{source}")
+        except (ExprError, ValueError) as err:
+            pieces.append(f"{source} (cannot compute: {err})")
+    return "".join(pieces), missing
+
+
+def _plain(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)

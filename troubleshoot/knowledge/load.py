@@ -1,0 +1,232 @@
+"""Read rules/ and kb/ into a KnowledgeBase, collecting schema problems with file and line.
+
+The knowledge ships inside the wheel as ``troubleshoot/rules`` and ``troubleshoot/kb``; in a source
+checkout the top-level ``rules/`` and ``kb/`` are read directly.
+"""
+from __future__ import annotations
+
+import importlib.util
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..errors import LlmfixError
+from . import schema
+from .expr import Expr, ExprError, split_template
+from .model import (Article, Cause, Check, Evidence, FactSpec, Fix, FixAttempt, KnowledgeBase,
+                    Symptom)
+from .schema import Located, Problem
+
+FRONT_MATTER = re.compile(r"\A---\n(.*?)\n---\n", re.S)
+
+
+def knowledge_root() -> Path:
+    """The folder holding rules/ and kb/: the source checkout, or the installed package."""
+    checkout = Path(__file__).resolve().parents[2]
+    if (checkout / "rules").is_dir() and (checkout / "kb").is_dir():
+        return checkout
+    spec = importlib.util.find_spec("troubleshoot.rules")
+    if spec and spec.submodule_search_locations:
+        return Path(list(spec.submodule_search_locations)[0]).parent
+    raise LlmfixError("knowledge not found: neither rules/ beside the package nor troubleshoot.rules installed")
+
+
+@lru_cache(maxsize=4)
+def load(root: str | None = None, strict: bool = True) -> KnowledgeBase:
+    """Load the knowledge base; with ``strict`` a schema problem is an error (exit 2)."""
+    kb, problems = load_with_problems(Path(root) if root else knowledge_root())
+    if strict and problems:
+        more = f" (and {len(problems) - 1} more; run `llmfix kb lint`)" if len(problems) > 1 else ""
+        raise LlmfixError(f"{problems[0]}{more}")
+    return kb
+
+
+def load_with_problems(root: Path) -> tuple[KnowledgeBase, list[Problem]]:
+    kb, problems = KnowledgeBase(), []
+    rules = root / "rules"
+    for path in sorted((rules / "_facts").glob("*.yaml")):
+        doc = _parse(path, root, problems)
+        if doc is not None:
+            _read_fact_file(doc, kb, problems)
+    for path in sorted(rules.glob("*.yaml")):
+        doc = _parse(path, root, problems)
+        if doc is not None:
+            _read_symptom(doc, path.stem, kb, problems)
+    for path in sorted((root / "kb").glob("*.md")):
+        _read_article(path, root, kb, problems)
+    return kb, problems
+
+
+def _parse(path: Path, root: Path, problems: list[Problem]) -> Located | None:
+    rel = str(path.relative_to(root))
+    try:
+        doc = Located(path.read_text(encoding="utf-8"), rel)
+    except UnicodeDecodeError:
+        problems.append(Problem(rel, 0, "", "not UTF-8 text"))
+        return None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        problems.append(Problem(rel, mark.line + 1 if mark else 0, "", f"YAML syntax error: {getattr(err, 'problem', err)}"))
+        return None
+    if doc.data is None:
+        problems.append(Problem(rel, 1, "", "empty file"))
+        return None
+    return doc
+
+
+def _add_fact(doc: Located, path: tuple, name: str, spec: Any, kb: KnowledgeBase, problems: list[Problem]) -> None:
+    if not schema.check_fact_spec(doc, path, name, spec, problems):
+        return
+    if name in kb.facts:
+        problems.append(doc.problem(path + ("<key>",), f"duplicate fact '{name}' (first defined in {kb.facts[name].file})"))
+        return
+    kb.facts[name] = FactSpec(name, spec["type"], spec["description"], list(spec.get("choices") or []),
+                              spec.get("unit", ""), doc.file)
+
+
+def _read_fact_file(doc: Located, kb: KnowledgeBase, problems: list[Problem]) -> None:
+    if not isinstance(doc.data, dict):
+        problems.append(doc.problem((), "expected a mapping of fact name -> {type, description}"))
+        return
+    for name, spec in doc.data.items():
+        _add_fact(doc, (name,), name, spec, kb, problems)
+
+
+def _read_symptom(doc: Located, stem: str, kb: KnowledgeBase, problems: list[Problem]) -> None:
+    data = doc.data
+    if not schema.check_fields(doc, (), data, schema.SYMPTOM, problems):
+        return
+    sid = data.get("id")
+    if sid != stem:
+        problems.append(doc.problem(("id",), f"id '{sid}' must equal the file name '{stem}'"))
+    if not isinstance(sid, str) or not schema.SYMPTOM_ID.match(sid):
+        return
+    if sid in kb.symptoms:
+        problems.append(doc.problem(("id",), f"duplicate symptom id '{sid}'"))
+        return
+    for name, spec in (data.get("facts") or {}).items():
+        _add_fact(doc, ("facts", name), name, spec, kb, problems)
+    symptom = Symptom(sid, str(data.get("title", "")), str(data.get("summary", "")),
+                      _read_aliases(doc, data.get("aliases"), problems), file=doc.file)
+    for i, raw in enumerate(data.get("checks") or []):
+        if schema.check_fields(doc, ("checks", i), raw, schema.CHECK, problems):
+            symptom.checks.append(Check(raw.get("fact", ""), raw.get("ask", ""), sid, raw.get("how", ""),
+                                        raw.get("probe", ""), int(raw.get("cost", 2) or 2), raw.get("after", ""),
+                                        doc.line(("checks", i))))
+    for i, raw in enumerate(data.get("causes") or []):
+        cause = _read_cause(doc, ("causes", i), raw, sid, problems)
+        if cause is None:
+            continue
+        if cause.id in kb.causes:
+            problems.append(doc.problem(("causes", i, "id"), f"duplicate cause id '{cause.id}'"))
+            continue
+        kb.causes[cause.id] = cause
+        symptom.causes.append(cause)
+    for i, raw in enumerate(data.get("fixes") or []):
+        fix = _read_fix(doc, ("fixes", i), raw, sid, problems)
+        if fix is None:
+            continue
+        if fix.id in kb.fixes:
+            problems.append(doc.problem(("fixes", i, "id"), f"duplicate fix id '{fix.id}' (first in {kb.fixes[fix.id].symptom})"))
+            continue
+        kb.fixes[fix.id] = fix
+    kb.symptoms[sid] = symptom
+
+
+def _read_aliases(doc: Located, raw: Any, problems: list[Problem]) -> dict[str, list[str]]:
+    if not isinstance(raw, dict):
+        return {}
+    out = {}
+    for group, items in raw.items():
+        if group not in schema.ALIAS_GROUPS:
+            problems.append(doc.problem(("aliases", group, "<key>"),
+                                        f"unknown alias group '{group}' (expected {', '.join(schema.ALIAS_GROUPS)})"))
+            continue
+        out[group] = schema.check_strings(doc, ("aliases", group), items, "an alias", problems)
+    return out
+
+
+def _read_cause(doc: Located, path: tuple, raw: Any, sid: str, problems: list[Problem]) -> Cause | None:
+    if not schema.check_fields(doc, path, raw, schema.CAUSE, problems):
+        return None
+    cid = raw.get("id")
+    if not isinstance(cid, str) or not schema.CAUSE_ID.match(cid) or not cid.startswith(sid + "."):
+        problems.append(doc.problem(path + ("id",), f"expected a cause id '{sid}.<kebab-case>', got {cid!r}"))
+        return None
+    prior = raw.get("prior")
+    if not isinstance(prior, (int, float)) or not 0 < prior < 1:
+        problems.append(doc.problem(path + ("prior",), f"expected a number between 0 and 1 (exclusive), got {prior!r}"))
+        prior = 0.1
+    cause = Cause(cid, sid, str(raw.get("title", "")), float(prior), raw.get("summary", ""),
+                  fixes=schema.check_strings(doc, path + ("fixes",), raw.get("fixes"), "a fix id", problems),
+                  sources=schema.check_strings(doc, path + ("sources",), raw.get("sources"), "a source", problems),
+                  not_this_when=raw.get("not_this_when", ""), line=doc.line(path))
+    for j, item in enumerate(raw.get("evidence") or []):
+        evidence = _read_evidence(doc, path + ("evidence", j), item, problems)
+        if evidence:
+            cause.evidence.append(evidence)
+    return cause
+
+
+def _read_evidence(doc: Located, path: tuple, raw: Any, problems: list[Problem]) -> Evidence | None:
+    if not schema.check_fields(doc, path, raw, schema.EVIDENCE, problems):
+        return None
+    for key in ("lr", "else_lr"):
+        value = raw.get(key, 1.0)
+        if not isinstance(value, (int, float)) or value <= 0:
+            problems.append(doc.problem(path + (key,), f"expected a likelihood ratio > 0, got {value!r}"))
+            return None
+    try:
+        when = Expr(str(raw.get("when", "")))
+    except ExprError as err:
+        problems.append(doc.problem(path + ("when",), str(err)))
+        return None
+    return Evidence(when, float(raw["lr"]), float(raw.get("else_lr", 1.0)), bool(raw.get("confirms", False)),
+                    raw.get("says", ""), doc.line(path))
+
+
+def _read_fix(doc: Located, path: tuple, raw: Any, sid: str, problems: list[Problem]) -> Fix | None:
+    if not schema.check_fields(doc, path, raw, schema.FIX, problems):
+        return None
+    fid = raw.get("id")
+    if not isinstance(fid, str) or not schema.FIX_ID.match(fid):
+        problems.append(doc.problem(path + ("id",), f"expected a fix id 'fix-<kebab-case>', got {fid!r}"))
+        return None
+    steps = schema.check_strings(doc, path + ("steps",), raw.get("steps"), "a step", problems)
+    for j, step in enumerate(steps):
+        try:
+            for _, source, _ in split_template(step):
+                if source:
+                    Expr(source)
+        except ExprError as err:
+            problems.append(doc.problem(path + ("steps", j), str(err)))
+    attempts = []
+    for j, item in enumerate(raw.get("did_not_work") or []):
+        if schema.check_fields(doc, path + ("did_not_work", j), item, schema.ATTEMPT, problems):
+            attempts.append(FixAttempt(item.get("text", ""), list(item.get("sources") or [])))
+    return Fix(fid, str(raw.get("title", "")), steps,
+               schema.check_strings(doc, path + ("sources",), raw.get("sources"), "a source", problems),
+               sid, attempts, doc.line(path))
+
+
+def _read_article(path: Path, root: Path, kb: KnowledgeBase, problems: list[Problem]) -> None:
+    rel = str(path.relative_to(root))
+    text = path.read_text(encoding="utf-8")
+    match = FRONT_MATTER.match(text)
+    if not match:
+        problems.append(Problem(rel, 1, "", "missing front matter (--- id: ..., title: ... ---)"))
+        return
+    try:
+        meta = yaml.safe_load(match.group(1)) or {}
+    except yaml.YAMLError as err:
+        problems.append(Problem(rel, 2, "front matter", f"YAML syntax error: {err}"))
+        return
+    if not isinstance(meta, dict) or meta.get("id") != path.stem or not meta.get("title"):
+        problems.append(Problem(rel, 2, "front matter", f"needs id: {path.stem} and a title"))
+        return
+    body = text[match.end():]
+    sections = [line[3:].strip() for line in body.splitlines() if line.startswith("## ")]
+    kb.articles[path.stem] = Article(path.stem, str(meta["title"]), body, rel, sections)

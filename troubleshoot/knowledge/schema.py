@@ -1,0 +1,141 @@
+"""The documented schema of rules/*.yaml (docs/knowledge-format.md), checked field by field.
+
+Every problem names the file, the line and the field, and says what was expected, e.g.
+``rules/nan-loss.yaml:42: causes[3].prior: expected a number between 0 and 1, got 1.5``.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+NUMBER = (int, float)
+FACT_NAME = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$")
+SYMPTOM_ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+CAUSE_ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*\.[a-z0-9]+(-[a-z0-9]+)*$")
+FIX_ID = re.compile(r"^fix-[a-z0-9]+(-[a-z0-9]+)*$")
+
+# field -> (accepted types, required, description used in messages)
+SYMPTOM = {"id": (str, True, "the symptom id (= file name)"), "title": (str, True, "a title"),
+           "summary": (str, True, "a summary"), "aliases": (dict, True, "a mapping en/zh/errors -> list"),
+           "facts": (dict, False, "a mapping of fact name -> spec"), "checks": (list, False, "a list of checks"),
+           "causes": (list, True, "a list of causes"), "fixes": (list, False, "a list of fixes")}
+CHECK = {"fact": (str, True, "a fact name"), "ask": (str, True, "the question"), "how": (str, False, "text"),
+         "probe": (str, False, "an llmfix command"), "cost": (int, False, "an integer 1..5"),
+         "after": (str, False, "a fact name")}
+CAUSE = {"id": (str, True, "a cause id <symptom>.<cause>"), "title": (str, True, "a title"),
+         "summary": (str, False, "text"), "prior": (NUMBER, True, "a number between 0 and 1"),
+         "evidence": (list, False, "a list of evidence items"), "fixes": (list, True, "a list of fix ids"),
+         "sources": (list, True, "a list of sources"), "not_this_when": (str, False, "text")}
+EVIDENCE = {"when": (str, True, "an expression over facts"), "lr": (NUMBER, True, "a likelihood ratio > 0"),
+            "else_lr": (NUMBER, False, "a likelihood ratio > 0"), "confirms": (bool, False, "true or false"),
+            "says": (str, False, "text")}
+FIX = {"id": (str, True, "a fix id fix-..."), "title": (str, True, "a title"),
+       "steps": (list, True, "a list of steps"), "sources": (list, True, "a list of sources"),
+       "did_not_work": (list, False, "a list of {text, sources}")}
+ATTEMPT = {"text": (str, True, "text"), "sources": (list, True, "a list of sources")}
+FACT = {"type": (str, True, "bool, number, choice or text"), "description": (str, True, "text"),
+        "choices": (list, False, "a list of choices"), "unit": (str, False, "text")}
+ALIAS_GROUPS = ("en", "zh", "errors")
+
+
+@dataclass(frozen=True)
+class Problem:
+    file: str
+    line: int
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        return f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
+
+
+class Located:
+    """A parsed YAML document plus the line of every node, for messages that name the line."""
+
+    def __init__(self, text: str, file: str) -> None:
+        self.file = file
+        self.lines: dict[tuple, int] = {}
+        self.data = yaml.safe_load(text)
+        self._index(yaml.compose(text, Loader=yaml.SafeLoader), ())
+
+    def _index(self, node: Any, path: tuple) -> None:
+        if node is None:
+            return
+        self.lines[path] = node.start_mark.line + 1
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                self._index(value, path + (key.value,))
+                self.lines[path + (key.value, "<key>")] = key.start_mark.line + 1
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                self._index(item, path + (i,))
+
+    def line(self, path: tuple) -> int:
+        while path and path not in self.lines:
+            path = path[:-1]
+        return self.lines.get(path, 1)
+
+    def problem(self, path: tuple, message: str) -> Problem:
+        return Problem(self.file, self.line(path), field_name(path), message)
+
+
+def field_name(path: tuple) -> str:
+    out = ""
+    for part in path:
+        if part == "<key>":
+            continue
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def check_fields(doc: Located, path: tuple, value: Any, spec: dict, problems: list[Problem]) -> bool:
+    """Check one mapping against a field spec; returns False when it is not a mapping at all."""
+    if not isinstance(value, dict):
+        problems.append(doc.problem(path, f"expected a mapping, got {type(value).__name__}"))
+        return False
+    for key in value:
+        if key not in spec:
+            problems.append(doc.problem(path + (key, "<key>"),
+                                        f"unknown field '{key}' (expected one of: {', '.join(spec)})"))
+    for key, (types, required, what) in spec.items():
+        if key not in value or value[key] is None:
+            if required:
+                problems.append(doc.problem(path, f"missing required field '{key}' ({what})"))
+            continue
+        item = value[key]
+        if not isinstance(item, types) or (types is NUMBER and isinstance(item, bool)):
+            problems.append(doc.problem(path + (key,), f"expected {what}, got {type(item).__name__} {item!r:.60}"))
+    return True
+
+
+def check_strings(doc: Located, path: tuple, items: Any, what: str, problems: list[Problem]) -> list[str]:
+    """A list of non-empty strings (aliases, sources, steps); returns the good ones."""
+    if not isinstance(items, list):
+        return []
+    good = []
+    for i, item in enumerate(items):
+        if isinstance(item, str) and item.strip():
+            good.append(item)
+        else:
+            problems.append(doc.problem(path + (i,), f"expected {what} (a non-empty string), got {item!r:.60}"))
+    return good
+
+
+def check_fact_spec(doc: Located, path: tuple, name: str, spec: Any, problems: list[Problem]) -> bool:
+    if not FACT_NAME.match(str(name)):
+        problems.append(doc.problem(path + ("<key>",),
+                                    f"fact name '{name}' must be dotted lower_snake, e.g. data.mask.binary"))
+        return False
+    if not check_fields(doc, path, spec, FACT, problems):
+        return False
+    if spec.get("type") not in ("bool", "number", "choice", "text"):
+        problems.append(doc.problem(path + ("type",), f"expected bool, number, choice or text, got {spec.get('type')!r}"))
+        return False
+    if spec["type"] == "choice" and not spec.get("choices"):
+        problems.append(doc.problem(path, "a choice fact needs 'choices'"))
+        return False
+    return True

@@ -1,0 +1,147 @@
+"""Free text -> symptoms: how people write "loss went nan", "输出重复" or paste an error line.
+
+Two signals, both explainable:
+
+* **distinctive words** (weight 0.6): the query's words (English stems, Chinese character bigrams,
+  typos snapped to the nearest known word with rapidfuzz) weighted by inverse symptom frequency,
+  so "nccl" or "重复" count far more than "training" or "model";
+* **phrase similarity** (weight 0.4): rapidfuzz token-set similarity to the best alias, with short
+  aliases discounted, and an alias pasted verbatim inside a long error text counting fully.
+
+Scores are in [0, 1]; the caller decides what is a match (MIN_SCORE) and what is ambiguous.
+"""
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from dataclasses import dataclass, field
+
+from rapidfuzz import fuzz, process
+
+from .knowledge.model import KnowledgeBase
+
+WORD_WEIGHT, PHRASE_WEIGHT = 0.6, 0.4
+MIN_SCORE = 0.25          # below this nothing matched
+AMBIGUOUS_MARGIN = 0.06   # top two closer than this: let the user pick
+TYPO_CUTOFF = 84          # rapidfuzz ratio for snapping an unknown word to a known one
+CAUSE_TEXT_WEIGHT = 0.5   # words from cause titles count half as much as alias words
+
+STOPWORDS = frozenset("""
+a an the is are was were be been being to of in on at for with and or but not no my our your i we
+it its this that these those when while after before during from by as than then so if how why what
+do does did doing have has had get gets got getting can could should would will just very too also
+after about into out up down over again any some all only same there here which who still even
+""".split())
+
+_TOKEN = re.compile(r"[a-z][a-z0-9]*|[0-9]+[a-z][a-z0-9]*|[\u3400-\u9fff]+")
+
+
+def normalize(text: str) -> str:
+    text = unicodedata.normalize("NFKC", text).lower()
+    return re.sub(r"[^0-9a-z\u3400-\u9fff]+", " ", text).strip()
+
+
+def _stem(word: str) -> str:
+    for suffix in ("ing", "ed", "es", "s"):
+        if len(word) > len(suffix) + 3 and word.endswith(suffix) and not word.endswith("ss"):
+            return word[: -len(suffix)]
+    return word
+
+
+def tokens(text: str) -> list[str]:
+    """English stems and Chinese character bigrams (a lone character stays a unigram)."""
+    out = []
+    for tok in _TOKEN.findall(normalize(text)):
+        if "\u3400" <= tok[0] <= "\u9fff":
+            out.extend([tok] if len(tok) == 1 else [tok[i:i + 2] for i in range(len(tok) - 1)])
+        elif tok not in STOPWORDS and len(tok) > 1:
+            out.append(_stem(tok))
+    return out
+
+
+@dataclass
+class _Entry:
+    id: str
+    title: str
+    phrases: list[str]
+    words: dict[str, float] = field(default_factory=dict)  # token -> weight (1 alias, 0.5 cause text)
+
+
+@dataclass
+class Match:
+    id: str
+    title: str
+    score: float
+    words: float
+    phrase: float
+    best_alias: str
+
+
+class SymptomMatcher:
+    def __init__(self, kb: KnowledgeBase) -> None:
+        self.entries = []
+        for s in kb.symptoms.values():
+            entry = _Entry(s.id, s.title, [normalize(a) for a in s.all_aliases()])
+            for cause in s.causes:
+                for tok in tokens(cause.title):
+                    entry.words.setdefault(tok, CAUSE_TEXT_WEIGHT)
+            for alias in s.all_aliases() + [s.id.replace("-", " ")]:
+                for tok in tokens(alias):
+                    entry.words[tok] = 1.0
+            self.entries.append(entry)
+        df: dict[str, int] = {}
+        for entry in self.entries:
+            for tok in entry.words:
+                df[tok] = df.get(tok, 0) + 1
+        n = max(len(self.entries), 1)
+        self.idf = {tok: math.log(1 + n / count) for tok, count in df.items()}
+        self.vocab = list(self.idf)
+
+    def _known(self, query_tokens: list[str]) -> list[str]:
+        """Snap unknown words to the nearest known word (typos: 'overflwo', 'nccl timout')."""
+        known = []
+        for tok in dict.fromkeys(query_tokens):
+            if tok in self.idf:
+                known.append(tok)
+            elif len(tok) >= 4 and tok.isascii():
+                hit = process.extractOne(tok, self.vocab, scorer=fuzz.ratio, score_cutoff=TYPO_CUTOFF)
+                if hit:
+                    known.append(hit[0])
+        return known
+
+    def match(self, query: str, limit: int | None = None) -> list[Match]:
+        norm = normalize(query)
+        known = self._known(tokens(query))
+        total = sum(self.idf[t] for t in known) or 1.0
+        results = []
+        for entry in self.entries:
+            words = sum(self.idf[t] * entry.words[t] for t in known if t in entry.words) / total
+            phrase, alias = self._phrase(norm, entry)
+            score = WORD_WEIGHT * words + PHRASE_WEIGHT * phrase
+            results.append(Match(entry.id, entry.title, round(score, 4), words, phrase, alias))
+        results.sort(key=lambda m: (-m.score, m.id))
+        return results[:limit] if limit else results
+
+    @staticmethod
+    def _phrase(norm: str, entry: _Entry) -> tuple[float, str]:
+        best, best_alias = 0.0, ""
+        if not norm:
+            return 0.0, ""
+        for alias in entry.phrases:
+            if len(alias) >= 10 and alias in norm:
+                return 1.0, alias
+            length_factor = min(1.0, (len(alias) + 6) / 20)
+            score = fuzz.token_set_ratio(norm, alias) / 100 * length_factor
+            if score > best:
+                best, best_alias = score, alias
+        return best, best_alias
+
+
+def pick(matches: list[Match]) -> tuple[list[Match], bool]:
+    """The matches worth considering, and whether the user should choose among them."""
+    good = [m for m in matches if m.score >= MIN_SCORE]
+    if not good:
+        return [], False
+    close = [m for m in good if good[0].score - m.score < AMBIGUOUS_MARGIN][:3]
+    return close, len(close) > 1
