@@ -1,0 +1,28 @@
+"""Shared fixtures: the shipped knowledge and a minimal knowledge tree for engine/lint tests."""
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
+SHARED = REPO.parent / "shared"
+sys.path.insert(0, str(TESTS))  # test helper modules (factories) import as top-level modules
+
+
+@pytest.fixture
+def mini_root(tmp_path: Path) -> Path:
+    """A writable copy of tests/fixtures/mini (one symptom, two causes, one article)."""
+    root = tmp_path / "mini"
+    shutil.copytree(TESTS / "fixtures" / "mini", root)
+    return root
+
+
+@pytest.fixture(scope="session")
+def shipped_kb():
+    from troubleshoot.knowledge import load
+
+    return load()

@@ -1,0 +1,87 @@
+"""The likelihood-ratio engine on a minimal knowledge tree: scores are recomputable by hand."""
+import pytest
+
+from troubleshoot.engine import diagnose, open_questions, score_cause, State
+from troubleshoot.knowledge.load import load_with_problems
+from troubleshoot.observations import Fact, Observations
+
+
+@pytest.fixture
+def kb(mini_root):
+    kb, problems = load_with_problems(mini_root)
+    assert not problems, problems
+    return kb
+
+
+def facts(**values):
+    return {k.replace("__", "."): Fact(k.replace("__", "."), v, "user") for k, v in values.items()}
+
+
+def test_prior_times_likelihood_ratio(kb):
+    cause = kb.causes["nan-loss.invalid-mask"]
+    score, lines, confirmed = score_cause(cause, facts(data__mask__binary=False))
+    odds = 0.1 / 0.9 * 30
+    assert score == pytest.approx(odds / (1 + odds)) and confirmed
+    assert lines[0].fact == "data.mask.binary" and lines[0].factor == 30 and lines[0].holds
+    score, lines, confirmed = score_cause(cause, facts(data__mask__binary=True))
+    assert score == pytest.approx(0.1 / 0.9 * 0.05 / (1 + 0.1 / 0.9 * 0.05)) and not confirmed
+
+
+def test_unknown_facts_leave_the_prior(kb):
+    assert score_cause(kb.causes["nan-loss.lr-too-high"], {})[0] == pytest.approx(0.2)
+
+
+def test_answers_change_ranking_and_status(kb):
+    before = diagnose(kb, {"nan-loss": 1.0})
+    assert before.causes[0].id == "nan-loss.lr-too-high"
+    after = diagnose(kb, {"nan-loss": 1.0}, answers=facts(data__mask__binary=False))
+    assert after.causes[0].id == "nan-loss.invalid-mask" and after.causes[0].status == "confirmed"
+    assert after.problem_found
+    ruled = diagnose(kb, {"nan-loss": 1.0}, answers=facts(data__mask__binary=True))
+    assert next(c for c in ruled.causes if c.id == "nan-loss.invalid-mask").status == "ruled-out"
+
+
+def test_question_order_most_informative_first_then_cheapest(kb):
+    state = State(kb, {"nan-loss": 1.0})
+    order = [q.fact for q in open_questions(state)]
+    # mask: 0.1*|ln30-ln0.05| = 0.64; early: 0.2*|ln4-ln0.5| = 0.42; precision: 0.2*ln1.5 = 0.08
+    assert order == ["data.mask.binary", "nanloss.early", "train.precision"]
+
+
+def test_never_asks_what_is_known_and_stops_when_confirmed(kb):
+    asked = []
+
+    def asker(q):
+        asked.append(q.fact)
+        return {"data.mask.binary": True, "nanloss.early": True}.get(q.fact)
+
+    diag = diagnose(kb, {"nan-loss": 1.0}, answers=facts(train__precision="fp16"), asker=asker)
+    assert asked == ["data.mask.binary", "nanloss.early"]
+    assert diag.causes[0].id == "nan-loss.lr-too-high"
+    assert all(q.fact not in ("data.mask.binary", "train.precision") for q in diag.questions)
+
+    asked.clear()
+    diagnose(kb, {"nan-loss": 1.0}, asker=lambda q: asked.append(q.fact) or False)
+    assert asked == ["data.mask.binary"]  # "no" confirms the invalid mask: nothing more to ask
+
+
+def test_dont_know_is_not_asked_again(kb):
+    asked = []
+    diagnose(kb, {"nan-loss": 1.0}, asker=lambda q: asked.append(q.fact))
+    assert len(asked) == len(set(asked)) == 3
+
+
+def test_probe_facts_put_their_symptom_on_the_table(kb):
+    obs = Observations()
+    obs.fact("data.mask.binary", False, "probe:batch")
+    diag = diagnose(kb, {}, obs)
+    assert [s.id for s in diag.symptoms] == ["nan-loss"]
+    assert diag.causes[0].evidence[0].source == "probe:batch"
+
+
+def test_fix_steps_compute_numbers_when_facts_are_known(kb):
+    diag = diagnose(kb, {"nan-loss": 1.0}, answers=facts(train__lr=3e-4, model__hidden_size=11600))
+    fix = next(c for c in diag.causes if c.id == "nan-loss.lr-too-high").fixes[0]
+    assert fix.steps == ["Divide the LR by 5: 6.0e-05", "init std 0.00587"] and fix.needs == []
+    fix = next(c for c in diagnose(kb, {"nan-loss": 1.0}).causes if c.id == "nan-loss.lr-too-high").fixes[0]
+    assert fix.needs == ["model.hidden_size", "train.lr"]

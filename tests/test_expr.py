@@ -1,0 +1,42 @@
+"""Safe expressions: what rule files may compute, and what they may never do."""
+import math
+
+import pytest
+
+from troubleshoot.knowledge.expr import Expr, ExprError, Unknown, render_template
+
+
+@pytest.mark.parametrize("source, facts, expected", [
+    ("sqrt(2/(5*model.hidden_size))", {"model.hidden_size": 11600}, math.sqrt(2 / 58000)),
+    ("data.mask.binary == false", {"data.mask.binary": False}, True),
+    ("train.precision in ['fp16', 'bf16']", {"train.precision": "bf16"}, True),
+    ("1 < x.y <= 3", {"x.y": 3}, True),
+    ("not a.b and (c.d > 2 or c.d < -1)", {"a.b": False, "c.d": -5}, True),
+    ("max(a.b, 2) ** 2 % 5", {"a.b": 3}, 4),
+])
+def test_evaluates(source, facts, expected):
+    assert Expr(source).evaluate(facts) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("source", [
+    "__import__('os').system('true')", "().__class__", "open('x')", "[x for x in y]",
+    "lambda: 1", "a.b[0]", "eval('1')", "x.y.__dict__()", "f'{x}'",
+])
+def test_rejects_anything_outside_the_whitelist(source):
+    with pytest.raises(ExprError):
+        Expr(source)
+
+
+def test_reports_the_facts_it_reads_and_unknowns():
+    expr = Expr("sqrt(2/(5*model.hidden_size)) / sqrt(2*model.num_layers)")
+    assert expr.facts == {"model.hidden_size", "model.num_layers"}
+    with pytest.raises(Unknown):
+        expr.evaluate({"model.hidden_size": 11600})
+
+
+def test_template_computes_bloom_init_std_or_names_missing_facts():
+    text, missing = render_template("--init-method-std {{ sqrt(2/(5*model.hidden_size)) :.5f }}",
+                                    {"model.hidden_size": 11600})
+    assert text == "--init-method-std 0.00587" and not missing
+    text, missing = render_template("std {{ sqrt(2/(5*model.hidden_size)) :.5f }}", {})
+    assert missing == {"model.hidden_size"} and "sqrt(2/(5*model.hidden_size))" in text
