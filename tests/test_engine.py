@@ -2,7 +2,7 @@
 import pytest
 
 from troubleshoot.engine import diagnose, open_questions, score_cause, State
-from troubleshoot.knowledge.load import load_with_problems
+from troubleshoot.knowledge.read import load_with_problems
 from troubleshoot.observations import Fact, Observations
 
 

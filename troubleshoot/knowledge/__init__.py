@@ -1,5 +1,5 @@
 """Knowledge: rules/*.yaml and kb/*.md loaded into plain data, validated, and linted."""
-from .load import knowledge_root, load
+from .read import knowledge_root, load
 from .model import KnowledgeBase
 
 __all__ = ["KnowledgeBase", "knowledge_root", "load"]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from .. import contracts
 from .expr import Expr, split_template
-from .load import knowledge_root, load_with_problems
+from .read import knowledge_root, load_with_problems
 from .model import KnowledgeBase
 from .schema import Problem
 

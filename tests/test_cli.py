@@ -1,0 +1,127 @@
+"""`llmfix ask` / `kb` end to end through click's CliRunner."""
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+from click.testing import CliRunner
+
+from troubleshoot import cli
+from troubleshoot.knowledge import load
+
+SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "docs" / "diagnosis-v1.schema.json").read_text())
+
+
+def run(*args, input=None):
+    return CliRunner().invoke(cli.main, list(args), input=input)
+
+
+@pytest.fixture
+def mini_cli(mini_root, monkeypatch):
+    """The CLI reading the minimal knowledge tree, with stdin treated as a terminal."""
+    monkeypatch.setattr("troubleshoot.knowledge.read.knowledge_root", lambda: mini_root)
+    monkeypatch.setattr(cli, "stdin_is_tty", lambda: True)
+    load.cache_clear()
+    yield
+    load.cache_clear()
+
+
+# ---------------------------------------------------------------- shipped knowledge
+def test_ask_loss_went_nan_json_contract():
+    result = run("ask", "--no-input", "--json", "loss went nan")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)  # exactly one JSON object on stdout
+    jsonschema.validate(data, SCHEMA)
+    assert data["symptoms"][0]["id"] == "nan-loss"
+    assert data["causes"] and all(c["symptom"] == "nan-loss" for c in data["causes"][:3])
+    assert data["questions"], "open questions are listed in --no-input mode"
+
+
+def test_answer_confirms_a_cause_and_exits_1():
+    result = run("ask", "--no-input", "--json", "loss is nan", "--answer", "data.mask.binary=no")
+    data = json.loads(result.output)
+    jsonschema.validate(data, SCHEMA)
+    first = data["causes"][0]
+    assert first["id"] == "nan-loss.invalid-mask" and first["status"] == "confirmed"
+    assert any(e["fact"] == "data.mask.binary" and e["from"] == "user" for e in first["evidence"])
+    assert result.exit_code == 1
+    assert all(q["fact"] != "data.mask.binary" for q in data["questions"])
+
+
+def test_terminal_report_explains_scores():
+    result = run("ask", "--no-input", "loss went nan", "-a", "data.mask.binary=no", "--top", "2")
+    assert "nan-loss.invalid-mask" in result.output and "why: prior" in result.output
+    assert "More: llmfix kb show" in result.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["ask", "--no-input", "x", "--answer", "nonsense"], "expected FACT=VALUE"),
+    (["ask", "--no-input", "x", "--answer", "no.such.fact=1"], "unknown fact 'no.such.fact'"),
+    (["ask", "--no-input", "x", "--answer", "data.mask.binary=maybe"], "expects yes or no"),
+    (["kb", "show", "no-such-id"], "unknown id 'no-such-id'"),
+    (["ask", "--top", "0", "x"], "Invalid value"),
+])
+def test_bad_usage_is_one_line_and_exit_2(args, message):
+    result = run(*args)
+    assert result.exit_code == 2 and message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_unmatched_query_says_so_and_lists_symptoms():
+    result = run("ask", "--no-input", "qwxz zzkv")
+    assert result.exit_code == 0
+    assert "No symptom matched" in result.output and "nan-loss" in result.output
+
+
+def test_kb_list_show_lint():
+    listing = run("kb", "list")
+    assert listing.exit_code == 0 and "nan-loss.invalid-mask" in listing.output
+    for item in ("nan-loss", "nan-loss.invalid-mask", "data.mask.binary"):
+        shown = run("kb", "show", item)
+        assert shown.exit_code == 0 and item in shown.output
+    fix_id = load().causes["nan-loss.invalid-mask"].fixes[0]
+    assert fix_id in run("kb", "show", fix_id).output
+    lint = run("kb", "lint")
+    assert lint.exit_code == 0, lint.output
+
+
+def test_stdin_not_a_tty_never_prompts():
+    result = run("ask", "loss went nan", input="")  # CliRunner stdin is not a TTY
+    assert result.exit_code == 0 and "?" not in result.output.splitlines()[0]
+    assert "Questions that would sharpen this" in result.output
+
+
+# ---------------------------------------------------------------- interactive, minimal knowledge
+def test_interactive_questions_in_order_and_answers_change_ranking(mini_cli):
+    result = run("ask", "loss is nan", input="y\ny\n?\n")
+    out = result.output
+    mask, early, precision = (out.index(t) for t in ("attention_mask values", "first 100 steps", "Which precision"))
+    assert mask < early < precision
+    assert result.exit_code == 0
+    report = out[out.index("Symptom: nan-loss"):]
+    assert report.index("nan-loss.lr-too-high") < report.index("Ruled out: nan-loss.invalid-mask")
+
+
+def test_interactive_confirmation_ends_questions(mini_cli):
+    result = run("ask", "loss is nan", input="n\n")
+    assert "first 100 steps" not in result.stderr  # the prompts
+    assert "[confirmed" in result.output and result.exit_code == 1
+
+
+def test_interactive_reprompts_on_bad_answer(mini_cli):
+    result = run("ask", "loss is nan", input="perhaps\nn\n")
+    assert "expects yes or no" in result.output and "[confirmed" in result.output
+
+
+def test_eof_ends_cleanly_with_what_is_known(mini_cli):
+    result = run("ask", "loss is nan", input="y\n")
+    assert result.exit_code == 0 and "Traceback" not in result.output
+    assert "nan-loss.lr-too-high" in result.output
+
+
+def test_interactive_json_keeps_stdout_clean(mini_cli):
+    runner = CliRunner()
+    result = runner.invoke(cli.main, ["ask", "--json", "loss is nan"], input="n\n")
+    data = json.loads(result.stdout)
+    assert data["causes"][0]["status"] == "confirmed"
+    assert "attention_mask" in result.stderr

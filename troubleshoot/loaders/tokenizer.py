@@ -1,0 +1,259 @@
+"""Special token ids and vocabulary sizes of a checkpoint folder, read from its JSON files only.
+
+Nothing here runs code from the checkpoint: config.json, generation_config.json,
+tokenizer_config.json, special_tokens_map.json and tokenizer.json are parsed as plain JSON, and a
+token string (``"</s>"``) is turned into its id through the tokenizer's own tables. Only
+``load_tokenizer`` builds a real tokenizer, lazily and with ``local_files_only=True``, for the
+probes that tokenise text.
+
+Why per source file: generation stacks read different files (vLLM once read only the tokenizer's
+eos, HF ``generate`` reads generation_config.json, falling back to config.json), so an EOS id that
+one file names and another does not is how a model ends up never stopping. ``special_token_ids``
+therefore keeps each file's view apart::
+
+    >>> special_token_ids("ckpt/")
+    {"config.json": {"eos_token_id": 128001, "bos_token_id": 128000, "pad_token_id": None},
+     "generation_config.json": {"eos_token_id": [128001, 128009], ...},
+     "tokenizer_config.json": {"eos_token_id": 128001, "pad_token_id": None, ...},
+     "chat_template": {"eos_token_id": [128009]}}      # end-of-turn markers the template uses
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .tensors import safetensors_header
+
+ROLES = ("eos", "bos", "pad")
+# End-of-turn markers that chat templates emit after every assistant turn; if one of them ends
+# the training samples, generation must stop on it too.
+END_OF_TURN = ("<|eot_id|>", "<|im_end|>", "<end_of_turn>", "<|end|>", "<|eot|>", "<|end_of_turn|>")
+# Names of the input-embedding matrix in common architectures (rows = usable token ids).
+EMBEDDING_SUFFIXES = ("embed_tokens.weight", "wte.weight", "word_embeddings.weight",
+                      "embed_in.weight", "tok_embeddings.weight", "shared.weight")
+MAX_JSON_BYTES = 64 * 1024 * 1024  # tokenizer.json of large-vocab models is ~10-20 MB
+
+
+def _read_json(path: Path) -> dict | None:
+    """A JSON object from a small file, or None when absent, too large or malformed."""
+    try:
+        if not path.is_file() or path.stat().st_size > MAX_JSON_BYTES:
+            return None
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _token_string(value: Any) -> str | None:
+    """tokenizer_config stores a token as "</s>" or as {"content": "</s>", "__type": "AddedToken"}."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and isinstance(value.get("content"), str):
+        return value["content"]
+    return None
+
+
+def _as_ids(value: Any) -> int | list[int] | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, list) and value and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return list(value)
+    return None
+
+
+class _Vocab:
+    """token string -> id from the tokenizer's tables, parsed only when first needed."""
+
+    def __init__(self, folder: Path, tokenizer_config: dict | None) -> None:
+        self.folder = folder
+        self.table: dict[str, int] = {}
+        for key, entry in ((tokenizer_config or {}).get("added_tokens_decoder") or {}).items():
+            content = _token_string(entry)
+            if content is not None and str(key).isdigit():
+                self.table[content] = int(key)
+        self._full: dict[str, int] | None = None
+        self.size: int | None = None  # len(tokenizer): base vocab + added tokens
+
+    def _load_full(self) -> dict[str, int]:
+        if self._full is not None:
+            return self._full
+        table: dict[str, int] = {}
+        tok = _read_json(self.folder / "tokenizer.json")
+        if tok:
+            vocab = (tok.get("model") or {}).get("vocab")
+            if isinstance(vocab, dict):                      # BPE, WordLevel, WordPiece
+                table.update({k: v for k, v in vocab.items() if isinstance(v, int)})
+            elif isinstance(vocab, list):                    # Unigram: [[piece, score], ...]
+                table.update({p[0]: i for i, p in enumerate(vocab) if isinstance(p, list) and p})
+            for added in tok.get("added_tokens") or []:
+                if isinstance(added, dict) and isinstance(added.get("id"), int):
+                    table[str(added.get("content"))] = added["id"]
+        else:
+            vocab = _read_json(self.folder / "vocab.json")  # slow GPT-2 style tokenizers
+            if vocab:
+                table.update({k: v for k, v in vocab.items() if isinstance(v, int)})
+        if table:
+            self.size = max(len(set(table.values())), max(table.values()) + 1)
+        self._full = table
+        return table
+
+    def id_of(self, token: str) -> int | None:
+        if token in self.table:
+            return self.table[token]
+        return self._load_full().get(token)
+
+
+def special_token_ids(folder: str | Path) -> dict[str, dict[str, int | list[int] | None]]:
+    """EOS / BOS / pad ids as each file of ``folder`` states them, keyed by file name.
+
+    Files that are missing or say nothing about special tokens are left out. A token string that
+    cannot be resolved to an id gives None. ``"chat_template"`` lists the end-of-turn markers the
+    template in tokenizer_config.json uses (e.g. ``<|eot_id|>``) as extra EOS ids.
+    """
+    folder = Path(folder)
+    out: dict[str, dict[str, int | list[int] | None]] = {}
+    for name in ("config.json", "generation_config.json"):
+        data = _read_json(folder / name)
+        if data is None:
+            continue
+        if name == "config.json" and isinstance(data.get("text_config"), dict):
+            data = {**data["text_config"], **{k: v for k, v in data.items() if k.endswith("_token_id")}}
+        ids = {f"{r}_token_id": _as_ids(data.get(f"{r}_token_id")) for r in ROLES
+               if f"{r}_token_id" in data}
+        if ids:
+            out[name] = ids
+    tok_config = _read_json(folder / "tokenizer_config.json")
+    vocab = _Vocab(folder, tok_config)
+    for name, data in (("tokenizer_config.json", tok_config),
+                       ("special_tokens_map.json", _read_json(folder / "special_tokens_map.json"))):
+        if not data:
+            continue
+        ids: dict[str, int | list[int] | None] = {}
+        for role in ROLES:
+            if f"{role}_token" in data:
+                token = _token_string(data[f"{role}_token"])
+                ids[f"{role}_token_id"] = vocab.id_of(token) if token is not None else None
+        if ids:
+            out[name] = ids
+    template = (tok_config or {}).get("chat_template")
+    if isinstance(template, list):  # [{"name": "default", "template": "..."}, ...]
+        template = " ".join(t.get("template", "") for t in template if isinstance(t, dict))
+    if isinstance(template, str):
+        markers = [vocab.id_of(m) for m in END_OF_TURN if m in template]
+        markers = [m for m in markers if m is not None]
+        if markers:
+            out["chat_template"] = {"eos_token_id": markers}
+    return out
+
+
+def embedding_rows(folder: str | Path) -> int | None:
+    """Rows of the input embedding, from safetensors headers only (no tensor data is read)."""
+    folder = Path(folder)
+    files: list[Path] = []
+    index = _read_json(folder / "model.safetensors.index.json")
+    if index and isinstance(index.get("weight_map"), dict):
+        for name, shard in index["weight_map"].items():
+            if name.endswith(EMBEDDING_SUFFIXES):
+                files.append(folder / str(shard))
+                break
+    files += sorted(folder.glob("*.safetensors"))
+    for path in files[:8]:
+        try:
+            header = safetensors_header(path)
+        except Exception:  # a broken shard is the weights probe's business, not ours
+            continue
+        for name in sorted(header, key=len):
+            entry = header[name]
+            if name.endswith(EMBEDDING_SUFFIXES) and isinstance(entry, dict) and entry.get("shape"):
+                return int(entry["shape"][0])
+    return None
+
+
+def vocab_sizes(folder: str | Path) -> dict[str, int]:
+    """Every vocabulary size the folder states: config vocab_size, tokenizer length, embedding rows."""
+    folder = Path(folder)
+    out: dict[str, int] = {}
+    config = _read_json(folder / "config.json") or {}
+    size = config.get("vocab_size", (config.get("text_config") or {}).get("vocab_size"))
+    if isinstance(size, int) and size > 0:
+        out["config.json"] = size
+    vocab = _Vocab(folder, _read_json(folder / "tokenizer_config.json"))
+    vocab._load_full()
+    if vocab.size:
+        out["tokenizer"] = vocab.size
+    rows = embedding_rows(folder)
+    if rows:
+        out["embedding"] = rows
+    return out
+
+
+@dataclass
+class Specials:
+    """What the data probes need from a checkpoint folder, merged over its files.
+
+    ``eos`` keeps every source's EOS ids apart (for the mismatch check); ``eos_ids`` is their union
+    (a sample "has EOS" when it holds any of them). ``vocab`` is the hard limit for token ids:
+    embedding rows when the weights say so, else config vocab_size.
+    """
+
+    folder: str = ""
+    eos: dict[str, list[int]] = field(default_factory=dict)
+    pad: int | None = None
+    pad_source: str = ""
+    bos: int | None = None
+    vocab: int | None = None
+    vocab_source: str = ""
+
+    @property
+    def eos_ids(self) -> set[int]:
+        return {i for ids in self.eos.values() for i in ids}
+
+    def add_eos(self, source: str, value: Any) -> None:
+        ids = _as_ids(value)
+        if ids is not None:
+            self.eos[source] = [ids] if isinstance(ids, int) else ids
+
+
+def specials(folder: str | Path) -> Specials:
+    """Merge ``special_token_ids`` and ``vocab_sizes`` of ``folder`` into one ``Specials``."""
+    folder = Path(folder)
+    out = Specials(folder=str(folder))
+    by_file = special_token_ids(folder)
+    # pad/bos: the tokenizer decides what the collator writes, so it wins over config.json.
+    order = ("tokenizer_config.json", "special_tokens_map.json", "config.json", "generation_config.json")
+    for name in order:
+        ids = by_file.get(name, {})
+        if out.pad is None and isinstance(ids.get("pad_token_id"), int):
+            out.pad, out.pad_source = ids["pad_token_id"], name
+        if out.bos is None and isinstance(ids.get("bos_token_id"), int):
+            out.bos = ids["bos_token_id"]
+    for name, ids in by_file.items():
+        out.add_eos(name, ids.get("eos_token_id"))
+    sizes = vocab_sizes(folder)
+    for source in ("embedding", "config.json"):
+        if source in sizes:
+            out.vocab, out.vocab_source = sizes[source], source
+            break
+    return out
+
+
+def load_tokenizer(folder: str | Path) -> tuple[Any | None, str]:
+    """``(tokenizer, "")`` via AutoTokenizer from local files only, or ``(None, why not)``."""
+    folder = Path(folder)
+    if not any((folder / n).is_file() for n in ("tokenizer.json", "tokenizer.model", "vocab.json")):
+        return None, f"no tokenizer files in {folder}"
+    try:
+        from transformers import AutoTokenizer
+    except ImportError:
+        return None, "transformers is not installed (pip install 'llmfix[models]')"
+    try:
+        return AutoTokenizer.from_pretrained(str(folder), local_files_only=True,
+                                             trust_remote_code=False), ""
+    except Exception as err:  # any failure just means: no tokenised checks
+        first = (str(err).strip().splitlines() or [err.__class__.__name__])[0]
+        return None, f"tokenizer in {folder} could not be loaded: {first[:160]}"
