@@ -6,6 +6,7 @@ checkout the top-level ``rules/`` and ``kb/`` are read directly.
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -24,7 +25,13 @@ FRONT_MATTER = re.compile(r"\A---\n(.*?)\n---\n", re.S)
 
 
 def knowledge_root() -> Path:
-    """The folder holding rules/ and kb/: the source checkout, or the installed package."""
+    """The folder holding rules/ and kb/: $LLMFIX_KNOWLEDGE (your own knowledge tree), the source
+    checkout, or the installed package."""
+    override = os.environ.get("LLMFIX_KNOWLEDGE")
+    if override:
+        if not (Path(override) / "rules").is_dir():
+            raise LlmfixError(f"{override}: LLMFIX_KNOWLEDGE must name a folder holding rules/ and kb/")
+        return Path(override)
     checkout = Path(__file__).resolve().parents[2]
     if (checkout / "rules").is_dir() and (checkout / "kb").is_dir():
         return checkout
