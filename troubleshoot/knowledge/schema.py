@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 NUMBER = (int, float)
 FACT_NAME = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$")
 SYMPTOM_ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
@@ -59,8 +60,15 @@ class Located:
     def __init__(self, text: str, file: str) -> None:
         self.file = file
         self.lines: dict[tuple, int] = {}
-        self.data = yaml.safe_load(text)
-        self._index(yaml.compose(text, Loader=yaml.SafeLoader), ())
+        # What yaml.safe_load does, split in two so the node tree also gives line numbers, and
+        # with libyaml's SafeLoader when present (10x faster; same safe constructor).
+        loader = SAFE_LOADER(text)
+        try:
+            node = loader.get_single_node()
+            self.data = loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
+        self._index(node, ())
 
     def _index(self, node: Any, path: tuple) -> None:
         if node is None:

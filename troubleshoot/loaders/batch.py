@@ -319,7 +319,7 @@ def _scalar(value: Any) -> int | list[int] | None:
     return None
 
 
-def _as_rows(value: Any, name: str) -> list | Any:
+def _as_rows(value: Any, name: str, lines: list[int] | None = None) -> list | Any:
     """A 2-D tensor stays whole; anything else becomes a list of 1-D tensors (one per sample)."""
     import torch
 
@@ -337,7 +337,8 @@ def _as_rows(value: Any, name: str) -> list | Any:
             try:
                 out.append(row.flatten() if isinstance(row, torch.Tensor) else torch.tensor(row))
             except (TypeError, ValueError, RuntimeError):
-                raise ValueError(f"{name}[{i}] is not a list of numbers") from None
+                where = f"line {lines[i]}" if lines and i < len(lines) else f"row {i}"
+                raise ValueError(f"{where}: {name} is not a list of numbers") from None
         return out
     raise ValueError(f"{name} is neither a tensor nor a list (got {type(value).__name__})")
 
@@ -449,7 +450,7 @@ def _read_json(path: Path) -> Batch:
                 batch.problems.append(f"{canon} is missing in some records, e.g. line {line}")
                 values = [v if v is not None else [] for v in values]
             try:
-                rows[canon] = _as_rows(values, canon)
+                rows[canon] = _as_rows(values, canon, batch.lines)
             except ValueError as err:
                 if canon == "input_ids":
                     raise ArtifactError(path, str(err)) from None

@@ -1,0 +1,43 @@
+"""Packaging: the wheel carries rules/ and kb/, and `llmfix ask` works from any directory."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_wheel_installs_and_answers_from_another_directory(tmp_path):
+    dist = tmp_path / "dist"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", str(REPO), "--no-deps", "--no-build-isolation",
+                    "-q", "-w", str(dist)], check=True, capture_output=True)
+    wheel = next(dist.glob("llmfix-*.whl"))
+    venv = tmp_path / "venv"
+    # System site-packages provide the dependencies (no network needed); the wheel itself is
+    # installed into the venv and must be the copy that runs.
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    py = venv / "bin" / "python"
+    subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", str(wheel)], check=True, capture_output=True)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    where = subprocess.run([str(py), "-c", "import troubleshoot; print(troubleshoot.__file__)"],
+                           cwd=elsewhere, capture_output=True, text=True, check=True).stdout
+    assert str(venv) in where, f"the installed wheel is not the copy that runs: {where}"
+    result = subprocess.run([str(venv / "bin" / "llmfix"), "ask", "--no-input", "--json", "loss went nan"],
+                            cwd=elsewhere, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["schema"] == "llmfix/diagnosis-v1" and data["symptoms"][0]["id"] == "nan-loss"
+    lint = subprocess.run([str(venv / "bin" / "llmfix"), "kb", "lint"], cwd=elsewhere, capture_output=True, text=True)
+    assert lint.returncode == 0, lint.stdout
+
+
+def test_ask_never_imports_torch():
+    code = ("import sys, runpy; sys.argv=['llmfix','ask','--no-input','--json','loss went nan'];\n"
+            "try:\n runpy.run_module('troubleshoot', run_name='__main__')\nexcept SystemExit: pass\n"
+            "sys.stderr.write('TORCH' if 'torch' in sys.modules else 'CLEAN')")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert result.stderr.endswith("CLEAN"), result.stderr[-500:]
