@@ -4,7 +4,8 @@ Two signals, both explainable:
 
 * **distinctive words** (weight 0.6): the query's words (English stems, Chinese character bigrams,
   typos snapped to the nearest known word with rapidfuzz) weighted by inverse symptom frequency,
-  so "nccl" or "重复" count far more than "training" or "model";
+  so "nccl" or "重复" count far more than "training" or "model", and by how typical the word is of
+  the symptom (the share of its aliases that use it);
 * **phrase similarity** (weight 0.4): rapidfuzz token-set similarity to the best alias, with short
   aliases discounted, and an alias pasted verbatim inside a long error text counting fully.
 
@@ -24,15 +25,27 @@ from .knowledge.model import KnowledgeBase
 WORD_WEIGHT, PHRASE_WEIGHT = 0.6, 0.4
 MIN_SCORE = 0.25          # below this nothing matched
 AMBIGUOUS_MARGIN = 0.06   # top two closer than this: let the user pick
-TYPO_CUTOFF = 84          # rapidfuzz ratio for snapping an unknown word to a known one
-CAUSE_TEXT_WEIGHT = 0.5   # words from cause titles count half as much as alias words
+TYPO_CUTOFF = 84
+PASTED_DISCOUNT = 0.9     # an alias found (fuzzily) inside a longer report          # rapidfuzz ratio for snapping an unknown word to a known one
+CAUSE_TEXT_WEIGHT = 0.3   # words from cause titles count less than alias words
+TYPICAL_SHARE_SCALE = 4   # a word in a quarter of a symptom's aliases gets the full weight
 
 STOPWORDS = frozenset("""
 a an the is are was were be been being to of in on at for with and or but not no my our your i we
 it its this that these those when while after before during from by as than then so if how why what
 do does did doing have has had get gets got getting can could should would will just very too also
 after about into out up down over again any some all only same there here which who still even
+how fix fixing solve issue problem help please bug question anyone got use using try tried via
 """.split())
+# Words every training report uses: they count a fifth as much as a distinctive word.
+GENERIC = frozenset("""
+train training trained model models step steps epoch epochs iteration fine tune tuning finetune
+finetuning pretrain pretraining run running llama qwen gpt bert deepspeed megatron trainer huggingface
+训练 练过 过程 程中 模型 时候 预训 的时 中的 进行 使用
+""".split())
+GENERIC_WEIGHT = 0.2
+# Chinese filler bigrams ("how to solve", "problem", "appears") that say nothing about the symptom.
+CJK_STOP = frozenset("怎么 么解 解决 问题 出现 现了 为什 什么 如何 一直 时候 之后 以后 请问 求助 办法 怎样 能够 可以".split())
 
 _TOKEN = re.compile(r"[a-z][a-z0-9]*|[0-9]+[a-z][a-z0-9]*|[\u3400-\u9fff]+")
 
@@ -54,7 +67,8 @@ def tokens(text: str) -> list[str]:
     out = []
     for tok in _TOKEN.findall(normalize(text)):
         if "\u3400" <= tok[0] <= "\u9fff":
-            out.extend([tok] if len(tok) == 1 else [tok[i:i + 2] for i in range(len(tok) - 1)])
+            grams = [tok] if len(tok) == 1 else [tok[i:i + 2] for i in range(len(tok) - 1)]
+            out.extend(g for g in grams if g not in CJK_STOP)
         elif tok not in STOPWORDS and len(tok) > 1:
             out.append(_stem(tok))
     return out
@@ -65,7 +79,7 @@ class _Entry:
     id: str
     title: str
     phrases: list[str]
-    words: dict[str, float] = field(default_factory=dict)  # token -> weight (1 alias, 0.5 cause text)
+    words: dict[str, float] = field(default_factory=dict)  # token -> weight in (0, 1]
 
 
 @dataclass
@@ -82,20 +96,26 @@ class SymptomMatcher:
     def __init__(self, kb: KnowledgeBase) -> None:
         self.entries = []
         for s in kb.symptoms.values():
+            aliases = s.all_aliases() + [s.id.replace("-", " ")]
             entry = _Entry(s.id, s.title, [normalize(a) for a in s.all_aliases()])
             for cause in s.causes:
                 for tok in tokens(cause.title):
                     entry.words.setdefault(tok, CAUSE_TEXT_WEIGHT)
-            for alias in s.all_aliases() + [s.id.replace("-", " ")]:
-                for tok in tokens(alias):
-                    entry.words[tok] = 1.0
+            counts: dict[str, int] = {}
+            for alias in aliases:
+                for tok in set(tokens(alias)):
+                    counts[tok] = counts.get(tok, 0) + 1
+            for tok, count in counts.items():
+                # A word in many of this symptom's aliases is more typical of it than one in a few.
+                entry.words[tok] = 0.5 + 0.5 * min(1.0, TYPICAL_SHARE_SCALE * count / len(aliases))
             self.entries.append(entry)
         df: dict[str, int] = {}
         for entry in self.entries:
             for tok in entry.words:
                 df[tok] = df.get(tok, 0) + 1
         n = max(len(self.entries), 1)
-        self.idf = {tok: math.log(1 + n / count) for tok, count in df.items()}
+        self.idf = {tok: math.log(1 + n / count) * (GENERIC_WEIGHT if tok in GENERIC else 1.0)
+                    for tok, count in df.items()}
         self.vocab = list(self.idf)
 
     def _known(self, query_tokens: list[str]) -> list[str]:
@@ -125,14 +145,18 @@ class SymptomMatcher:
 
     @staticmethod
     def _phrase(norm: str, entry: _Entry) -> tuple[float, str]:
+        """Best alias similarity: whole-string (word order free) or an alias pasted inside a longer
+        report. Short aliases are discounted: 'nan' matching says less than a whole sentence."""
         best, best_alias = 0.0, ""
         if not norm:
             return 0.0, ""
         for alias in entry.phrases:
             if len(alias) >= 10 and alias in norm:
                 return 1.0, alias
-            length_factor = min(1.0, (len(alias) + 6) / 20)
-            score = fuzz.token_set_ratio(norm, alias) / 100 * length_factor
+            score = max(fuzz.ratio(norm, alias), fuzz.token_sort_ratio(norm, alias)) / 100
+            if len(alias) >= 8 and len(norm) > 1.5 * len(alias):
+                score = max(score, PASTED_DISCOUNT * fuzz.partial_ratio(alias, norm) / 100)
+            score *= min(1.0, (len(alias) + 6) / 20)
             if score > best:
                 best, best_alias = score, alias
         return best, best_alias
