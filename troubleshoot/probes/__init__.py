@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field
 
+from ..errors import LlmfixError
 from ..observations import Artifact, Observations
 
 FAMILIES = ("config", "weights", "optimizer", "logs", "batch", "gradflow", "masks")
@@ -43,7 +44,13 @@ def run_all(ctx: ProbeContext) -> Observations:
             out.find("probe.missing_dependency", "info",
                      f"probe '{name}' skipped: needs {err.name} (pip install 'llmfix[probe]')")
             continue
-        part = module.run(ctx)
+        try:
+            part = module.run(ctx)
+        except LlmfixError:
+            raise
+        except Exception as err:  # one broken probe must not hide what the others found
+            out.find("probe.failed", "warning", f"probe '{name}' stopped: {type(err).__name__}: {err}"[:300])
+            continue
         part.artifacts = []  # already listed
         out.merge(part)
     return out
