@@ -55,8 +55,14 @@ class RankedCause:
 
     def explain(self) -> str:
         """'prior 0.10 × 30 (data.mask.binary = False) → 0.77', so the score can be recomputed."""
+        items: dict[str, list[EvidenceLine]] = {}  # one factor per evidence item, however many facts
+        for e in self.evidence:
+            items.setdefault(e.condition, []).append(e)
         parts = [f"prior {self.prior:.2f}"]
-        parts += [f"× {e.factor:g} ({e.fact} = {_short(e.value)})" for e in self.evidence if e.factor != 1]
+        for lines in items.values():
+            if lines[0].factor != 1:
+                facts = ", ".join(f"{e.fact} = {_short(e.value)}" for e in lines)
+                parts.append(f"× {lines[0].factor:g} ({facts})")
         return " ".join(parts) + f" → {self.score:.2f}"
 
     def to_json(self) -> dict:

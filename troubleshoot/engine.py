@@ -55,7 +55,7 @@ def score_cause(cause: Cause, facts: Mapping[str, Fact]) -> tuple[float, list[Ev
         factor = ev.lr if holds else ev.else_lr
         odds *= factor
         confirmed |= holds and ev.confirms
-        for name in sorted(ev.when.facts):
+        for name in sorted(ev.when.facts & facts.keys()):  # `a and b` may decide on `a` alone
             fact = facts[name]
             lines.append(EvidenceLine(name, fact.value, fact.source, factor, holds,
                                       ev.says if holds else "", ev.when.source))

@@ -118,7 +118,7 @@ def sniff(path: Path) -> Artifact | None:
         key = next((k for k in ID_KEYS if k in header), None)
         if key is None:
             return None
-        names = [k for k in header if k != "__metadata__"]
+        names = [k for k in header if not k.startswith("__")]
         shape = "x".join(str(s) for s in header[key].get("shape", []))
         return Artifact(str(path), "batch", f"tensor batch {shape} ({', '.join(names[:6])})")
     if suffix in PICKLE_SUFFIXES:
@@ -289,9 +289,10 @@ def _from_columns(path: Path, fmt: str, columns: dict[str, Any] | None) -> Batch
             if scalar is not None:
                 batch.meta[name] = scalar
         elif canon is not None and not (canon == "input_ids" and name != id_key):
-            if isinstance(value, torch.Tensor) and value.dim() > 2 and canon != "input_ids" \
-                    and canon != "labels":
-                batch.other[name] = value          # 4-D attention masks and the like
+            ids = columns[id_key]
+            if isinstance(value, torch.Tensor) and value.dim() > 2 and canon not in ("input_ids", "labels") \
+                    and not (isinstance(ids, torch.Tensor) and value.shape == ids.shape):
+                batch.other[name] = value          # [B, 1, T, T] attention masks and the like
                 continue
             try:
                 rows[canon] = _as_rows(value, name)
@@ -369,6 +370,12 @@ def _pad_into(batch: Batch, rows: dict[str, Any]) -> None:
         return
     lengths = [len(r) for r in ids]
     width = min(max(lengths, default=0), MAX_SEQ)
+    if width == 0:
+        raise ArtifactError(batch.path, "every record has an empty input_ids")
+    empty = [i for i, n in enumerate(lengths) if n == 0]
+    if empty:
+        batch.problems.append(f"{len(empty)} record(s) have no tokens at all, e.g. {batch.loc(empty[0])}: "
+                              "they become all-padding rows with no target")
     keep = n
     while keep > 1 and keep * width > MAX_TOKENS:
         keep //= 2

@@ -47,7 +47,7 @@ DETAILS = {"megatron": "megatron text log", "deepspeed": "deepspeed text log",
 class Record:
     """One event of a log. ``line`` is the 1-based line (text) or entry number (JSON/CSV/TB)."""
 
-    kind: str                  # train | val | save | load | overflow | dsstep | error | gap
+    kind: str                  # train | val | save | load | overflow | dsstep | error | gap | meta | phase
     iteration: int | None = None
     loss: float | None = None
     lr: float | None = None
@@ -208,8 +208,6 @@ def detect_format(path: Path) -> str | None:
             return "trainer-state"
         if _sniff_jsonl(stripped):
             return "jsonl"
-        return None
-    if stripped.startswith("["):
         return None
     first = stripped.split("\n", 1)[0]
     if ("," in first or "\t" in first) and _sniff_csv(first):
@@ -478,10 +476,12 @@ def _text_records(path: Path, encoding: str) -> Iterator[Record]:
             if it is not None:
                 rec = Record("save", it, line=lineno)
         if rec is None:
-            if "t" in line and ERRORS.search(line):  # cheap guard: every error word has a 't'
+            if ERRORS.search(line):
                 rec = Record("error", last_it, line=lineno, text=line.strip()[:500])
             elif line.strip() in GAP_MARKERS:
                 rec = Record("gap", last_it, line=lineno)
+            elif "valuat" in line and ("Running" in line or "***" in line or "valuating" in line):
+                rec = Record("phase", last_it, line=lineno, text="eval")
         if rec is None:
             if "|" in line and "/" in line and tqdm_step is not None and (t := TQDM.findall(line)):
                 tqdm_step = int(t[-1][0])
@@ -500,11 +500,11 @@ def _overflow(line: str, lineno: int) -> Record | None:
     m = OVERFLOW.search(line)
     if m:
         attempted, reduced, reduced2, it = m.groups()
-        return Record("overflow", _int(it), loss_scale=_num(reduced or reduced2),
-                      lr=_num(attempted), line=lineno)  # lr holds the attempted scale
+        return Record("overflow", _int(it), loss_scale=_num(reduced or reduced2), line=lineno,
+                      text="overflow")
     m = REDUCE.search(line)
-    if m:
-        return Record("overflow", None, loss_scale=_num(m.group(2)), lr=_num(m.group(1)), line=lineno)
+    if m:  # DeepSpeed's fused optimizer prints this beside (or instead of) the overflow line
+        return Record("overflow", None, loss_scale=_num(m.group(2)), line=lineno, text="reduce")
     return None
 
 
@@ -609,8 +609,8 @@ def _trainer_state_records(path: Path) -> Iterator[Record]:
         except ValueError:
             pass
     save_steps, global_step = meta.get("save_steps"), meta.get("global_step")
-    if isinstance(save_steps, int) and save_steps > 0 and isinstance(global_step, int):
-        yield Record("save", global_step // save_steps * save_steps, line=0, text=f"save_steps={save_steps}")
+    if isinstance(save_steps, int) and save_steps > 0:
+        yield Record("meta", save_steps, line=0, text="save_steps")
     if isinstance(global_step, int) and (m := re.fullmatch(r"checkpoint-(\d+)", path.parent.name)):
         yield Record("save", int(m.group(1)), line=0, text=f"folder {path.parent.name}")
 
@@ -651,15 +651,15 @@ def _tensorboard_records(path: Path) -> Iterator[Record]:
 
 
 def _tb_value(value) -> float | None:
-    if value.HasField("simple_value") if hasattr(value, "HasField") else False:
+    kind = value.WhichOneof("value")
+    if kind == "simple_value":
         return float(value.simple_value)
-    tensor = getattr(value, "tensor", None)
-    if tensor is not None and getattr(tensor, "float_val", None):
-        return float(tensor.float_val[0])
-    if tensor is not None and getattr(tensor, "double_val", None):
-        return float(tensor.double_val[0])
-    simple = getattr(value, "simple_value", None)
-    return float(simple) if isinstance(simple, (int, float)) else None
+    if kind == "tensor":
+        from tensorboard.util import tensor_util
+
+        arr = tensor_util.make_ndarray(value.tensor).reshape(-1)
+        return float(arr[0]) if arr.size else None
+    return None
 
 
 def _tb_record(step: int, d: dict[str, float], n: int) -> Record:

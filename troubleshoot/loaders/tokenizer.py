@@ -140,15 +140,30 @@ def special_token_ids(folder: str | Path) -> dict[str, dict[str, int | list[int]
                 ids[f"{role}_token_id"] = vocab.id_of(token) if token is not None else None
         if ids:
             out[name] = ids
-    template = (tok_config or {}).get("chat_template")
-    if isinstance(template, list):  # [{"name": "default", "template": "..."}, ...]
-        template = " ".join(t.get("template", "") for t in template if isinstance(t, dict))
-    if isinstance(template, str):
+    template = chat_template(folder, tok_config)
+    if template:
         markers = [vocab.id_of(m) for m in END_OF_TURN if m in template]
         markers = [m for m in markers if m is not None]
         if markers:
             out["chat_template"] = {"eos_token_id": markers}
     return out
+
+
+def chat_template(folder: Path, tok_config: dict | None = None) -> str:
+    """The chat template text: tokenizer_config.json (transformers 4) or chat_template.jinja /
+    chat_template.json (transformers >= 4.43 saves it beside); "" when there is none."""
+    template = (tok_config if tok_config is not None else _read_json(folder / "tokenizer_config.json") or {}
+                ).get("chat_template")
+    if not template:
+        template = (_read_json(folder / "chat_template.json") or {}).get("chat_template")
+    if not template and (folder / "chat_template.jinja").is_file():
+        try:
+            template = (folder / "chat_template.jinja").read_text(encoding="utf-8")[:MAX_JSON_BYTES]
+        except (OSError, UnicodeDecodeError):
+            template = ""
+    if isinstance(template, list):  # [{"name": "default", "template": "..."}, ...]
+        template = " ".join(t.get("template", "") for t in template if isinstance(t, dict))
+    return template if isinstance(template, str) else ""
 
 
 def embedding_rows(folder: str | Path) -> int | None:
@@ -174,18 +189,20 @@ def embedding_rows(folder: str | Path) -> int | None:
     return None
 
 
-def vocab_sizes(folder: str | Path) -> dict[str, int]:
-    """Every vocabulary size the folder states: config vocab_size, tokenizer length, embedding rows."""
+def vocab_sizes(folder: str | Path, tokenizer: bool = True) -> dict[str, int]:
+    """Every vocabulary size the folder states: config vocab_size, tokenizer length (parses
+    tokenizer.json, ~10 MB for large vocabularies; skipped with ``tokenizer=False``), embedding rows."""
     folder = Path(folder)
     out: dict[str, int] = {}
     config = _read_json(folder / "config.json") or {}
     size = config.get("vocab_size", (config.get("text_config") or {}).get("vocab_size"))
     if isinstance(size, int) and size > 0:
         out["config.json"] = size
-    vocab = _Vocab(folder, _read_json(folder / "tokenizer_config.json"))
-    vocab._load_full()
-    if vocab.size:
-        out["tokenizer"] = vocab.size
+    if tokenizer:
+        vocab = _Vocab(folder, _read_json(folder / "tokenizer_config.json"))
+        vocab._load_full()
+        if vocab.size:
+            out["tokenizer"] = vocab.size
     rows = embedding_rows(folder)
     if rows:
         out["embedding"] = rows
@@ -234,7 +251,7 @@ def specials(folder: str | Path) -> Specials:
             out.bos = ids["bos_token_id"]
     for name, ids in by_file.items():
         out.add_eos(name, ids.get("eos_token_id"))
-    sizes = vocab_sizes(folder)
+    sizes = vocab_sizes(folder, tokenizer=False)
     for source in ("embedding", "config.json"):
         if source in sizes:
             out.vocab, out.vocab_source = sizes[source], source

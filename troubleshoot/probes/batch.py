@@ -59,13 +59,17 @@ def run(ctx) -> Observations:
         base.add_eos("--eos-id", ctx.options["eos_token_id"])
     from . import text
 
+    reported: set = set()
     for art in arts:
         b = batch_loader.read(art.path)
         spec = with_batch_meta(base, b)
         _bookkeeping(b, obs)
         if "input_ids" in b.seqs:
             check_tokens(b, spec, obs, options)
-        eos_mismatch(spec, obs, str(b.path))
+        signature = tuple(sorted((k, tuple(v)) for k, v in spec.eos.items()))
+        if signature not in reported:  # the checkpoint's own disagreement is reported once
+            reported.add(signature)
+            eos_mismatch(spec, obs, str(b.path) if "batch" in spec.eos else spec.folder)
         if b.texts:
             text.check(b, spec, obs, folder)
     return obs
@@ -129,7 +133,8 @@ def check_tokens(b: Batch, spec: Specials, obs: Observations, options: dict | No
                  "builds them from input_ids)", str(b.path))
     else:
         label_checks(b, ids, valid, keep, sup, label_ids, obs, options)
-    eos_checks(b, ids, valid, keep, sup, label_ids, spec, pad, obs)
+    # ragged records are one sample each; rectangular rows without padding may be packed chunks
+    eos_checks(b, ids, valid, keep, sup, label_ids, spec, pad, obs, complete_rows=b.lengths is not None)
     double_bos(b, ids, keep, spec, obs)
     from .text import periodic_runs
     repeats_in_rows(b, ids, keep, obs, options, periodic_runs)
@@ -193,19 +198,27 @@ def mask_checks(b: Batch, ids, valid, spec: Specials, obs: Observations, options
 
     mask = b.seqs.get("attention_mask")
     where = str(b.path)
+    if mask is None and "attention_mask" in b.other:
+        shape = tuple(b.other["attention_mask"].shape)
+        obs.find("data.mask.not_2d", "info", f"attention_mask has shape {shape}: only 2-D [batch, seq] "
+                 "padding masks are checked here (a forward pass checks the rest)", str(b.path))
+        keep, pad = _no_mask(b, ids, valid, spec, Observations())
+        padding_side(b, valid, keep, obs)
+        return keep, pad
     if mask is None:
         return _no_mask(b, ids, valid, spec, obs)
-    additive = False
+    additive = non_binary = False
     if mask.dtype != torch.bool:
         bad = valid & ~((mask == 0) | (mask == 1)) & ~torch.isnan(mask.float())
         n = int(bad.sum())
+        non_binary = n > 0
         if n:
             values = sorted({float(v) for v in torch.unique(mask[bad])[:6]})
             inside = mask[valid].float()
             additive = bool(inside.max() <= 0) and bool(inside.min() < 0)
             hint = ("it looks like an additive mask (0 = attend, large negative = masked); pass the "
                     "1/0 mask and let the model build the additive one" if additive else
-                    "values 2, 3, ... look like document ids of packed samples; HF models expect 0/1 "
+                    "integer values above 1 look like document ids of packed samples; HF models expect 0/1 "
                     "unless patched for packing" if all(v == int(v) and v > 1 for v in values) else
                     "fractional values come from averaging, interpolating or casting a mask")
             r, t = first(bad)
@@ -215,8 +228,7 @@ def mask_checks(b: Batch, ids, valid, spec: Specials, obs: Observations, options
                      "1 = attend, 0 = masked; other values scale or flip the attention", b.where(r, t),
                      {"count": n, "values": values, "first": [r, t]})
             where = b.where(r, t)
-    publish(obs, "data.mask.binary", not bool(obs.findings and obs.findings[-1].id == "data.mask.non_binary"
-                                             and obs.findings[-1].where.startswith(str(b.path))), where)
+    publish(obs, "data.mask.binary", not non_binary, where)
     keep = valid & ((mask == 0) if additive else (mask > 0))
     zero = valid.any(1) & ~keep.any(1)
     n_zero = int(zero.sum())
@@ -372,14 +384,13 @@ def range_check(b: Batch, ids, valid, spec: Specials, obs: Observations, origin:
 
 def _supervised(b: Batch, ids, valid):
     """(supervised positions, label ids) from labels != -100, else from loss_mask > 0."""
-    labels = b.seqs.get("labels")
+    labels, loss_mask = b.seqs.get("labels"), b.seqs.get("loss_mask")
+    sup = None if loss_mask is None else valid & (loss_mask > 0)   # Megatron: labels + loss_mask
     if labels is not None:
         labels = labels.long()
-        return valid & (labels != IGNORE), labels
-    loss_mask = b.seqs.get("loss_mask")
-    if loss_mask is not None:
-        return valid & (loss_mask > 0), ids
-    return None, None
+        sup = (valid if sup is None else sup) & (labels != IGNORE)
+        return sup, labels
+    return sup, (ids if sup is not None else None)
 
 
 def label_checks(b: Batch, ids, valid, keep, sup, labels, obs: Observations, options: dict) -> None:
@@ -425,8 +436,8 @@ def _double_shift(b: Batch, ids, valid, sup, labels, obs: Observations, options:
     same = float((labels == ids)[sup].float().mean())
     ahead = float((labels[:, :-1] == ids[:, 1:])[shifted].float().mean())
     double = ahead >= options["double_shift_min"] and same <= 0.5
+    megatron = b.id_key == "tokens"
     if double:
-        megatron = b.id_key == "tokens"
         r, t = first(shifted)
         obs.find("data.labels.double_shifted", "info" if megatron else "warning",
                  f"labels are already shifted: labels[t] == {b.id_key}[t+1] at {ahead:.0%} of {n} supervised "
@@ -440,7 +451,8 @@ def _double_shift(b: Batch, ids, valid, sup, labels, obs: Observations, options:
                  f"labels match neither input_ids ({same:.0%}) nor input_ids shifted by one ({ahead:.0%}); "
                  "expected for encoder-decoder targets, a bug for a causal LM", str(b.path),
                  {"same": round(same, 4), "ahead": round(ahead, 4)})
-    publish(obs, "data.labels.double_shifted", double)
+    if not (double and megatron):  # pre-shifted by design there: leave the question open
+        publish(obs, "data.labels.double_shifted", double)
 
 
 def eos_checks(b: Batch, ids, valid, keep, sup, labels, spec: Specials, pad, obs: Observations,
@@ -471,18 +483,18 @@ def eos_checks(b: Batch, ids, valid, keep, sup, labels, spec: Specials, pad, obs
                  + ("" if complete_rows else "; ignore for packed pre-training chunks cut mid-document"),
                  b.where(r), {"rows": n_missing, "eos_ids": sorted(spec.eos_ids)})
     publish(obs, "data.eos.present", n_missing == 0)
-    if sup is None or labels is None or not has.any():
+    if sup is None or labels is None or not (has & sup.any(1)).any():
         return
     learned = (torch.isin(labels, eos) & sup).any(1)
-    masked = has & ~learned
-    n_masked, n_has = int(masked.sum()), int(has.sum())
+    masked = has & ~learned & sup.any(1)  # rows with no target at all are data.labels.no_target
+    n_masked, n_has = int(masked.sum()), int((has & sup.any(1)).sum())
     if n_masked:
         r, t = first(at_eos & masked.unsqueeze(1))
-        cause = (f" pad id {pad} is also EOS, so a collator that sets every pad label to -100 masks EOS too"
+        cause = (f"; pad id {pad} is also EOS, so a collator that sets every pad label to -100 masks EOS too"
                  if pad is not None and pad in spec.eos_ids else "")
         obs.find("data.eos.masked", "error" if n_masked == n_has else "warning",
                  f"{origin}EOS is in the text of {n_has} rows but never a label in {n_masked} of them, e.g. "
-                 f"{b.loc(r, t)}: label = -100;{cause}. The model never learns to stop; give the tokenizer "
+                 f"{b.loc(r, t)}: label = -100{cause}. The model never learns to stop; give the tokenizer "
                  "a pad token distinct from EOS, or build labels from attention_mask", b.where(r, t),
                  {"rows": n_masked, "rows_with_eos": n_has})
     publish(obs, "data.eos.masked", n_masked > 0)
@@ -561,4 +573,4 @@ def _mode(values) -> int | None:
 
 
 def _fmt(values: list[float]) -> str:
-    return ", ".join(str(int(v)) if v == int(v) and abs(v) < 1e15 else f"{v:g}" for v in values)
+    return ", ".join(str(int(v)) if abs(v) < 1e15 and v == int(v) else f"{v:g}" for v in values)

@@ -193,3 +193,9 @@ def safe_json(data: Any) -> str:
 def js_assign(name: str, data: Any) -> str:
     """``window.NAME = {...};`` for a data file loaded with <script src> (no fetch over file://)."""
     return f"window.{name} = {safe_json(data)};\n"
+
+
+def js_assign_item(name: str, key: str, data: Any) -> str:
+    """``window.NAME[key] = {...};`` so several data files can fill one table."""
+    return (f"window.{name} = window.{name} || {{}};\n"
+            f"window.{name}[{safe_json(key)}] = {safe_json(data)};\n")

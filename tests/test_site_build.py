@@ -1,0 +1,484 @@
+"""`llmfix site build`: every page exists, every link resolves, nothing external loads, hostile
+knowledge stays inert, and the exported data agrees with the Python it was read from.
+
+The site is built twice: from a small knowledge tree written here (always), and from the shipped
+rules/ + kb/ (skipped, with the reason, while `llmfix kb lint` is not clean).
+"""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import linkcheck
+from troubleshoot.knowledge.load import load, load_with_problems
+
+HOSTILE = "<script>alert(1)</script>"
+
+FACTS = """\
+data.mask.binary: {type: bool, description: Every attention_mask value is 0 or 1.}
+data.has_nonfinite: {type: bool, description: Some float tensor of the batch holds NaN or Inf.}
+train.precision: {type: choice, choices: [fp16, bf16, fp32], description: The training precision.}
+train.lr: {type: number, description: The peak learning rate.}
+logs.nan_step: {type: number, description: The first step whose loss is NaN., unit: iterations}
+model.hidden_size: {type: number, description: The hidden size of the model.}
+model.num_layers: {type: number, description: The number of transformer layers.}
+weights.nonfinite: {type: bool, description: Some weight tensor holds NaN or Inf (measured by the weights probe).}
+train.warmup_end: {type: bool, description: The spike comes right after the learning-rate warmup ends.}
+optimizer.beta2: {type: number, description: Adam beta2.}
+"""
+
+NAN_LOSS = """\
+id: nan-loss
+title: Loss becomes NaN or Inf
+summary: The training loss turns into `nan` or `inf` and never comes back.
+aliases:
+  en: ["loss is nan", "loss went nan", "loss becomes inf", "nan loss after a few steps"]
+  zh: ["loss变nan", "损失为nan", "训练时损失变成nan"]
+  errors: ["Gradient overflow. Skipping step, loss scaler 0 reducing loss scale"]
+checks:
+  - fact: data.mask.binary
+    ask: Are all `attention_mask` values exactly 0 or 1?
+    how: "`torch.unique(batch['attention_mask'])` must print `tensor([0, 1])`."
+    probe: llmfix probe batch.pt
+    cost: 1
+  - fact: data.has_nonfinite
+    ask: Does the batch hold NaN or Inf?
+    cost: 1
+  - fact: train.precision
+    ask: Which precision do you train in?
+    cost: 2
+  - fact: train.lr
+    ask: What is the peak learning rate?
+    cost: 2
+  - fact: logs.nan_step
+    ask: At which step does the loss first become NaN?
+    cost: 3
+    after: train.lr
+causes:
+  - id: nan-loss.invalid-mask
+    title: Attention mask is not binary
+    summary: A mask value other than 0/1 reaches the softmax.
+    prior: 0.10
+    evidence:
+      - {when: data.mask.binary == false, lr: 30, else_lr: 0.05, confirms: true, says: The mask holds other values.}
+    fixes: [fix-binary-mask]
+    sources: ["000_43af7a7a7fac43b8.txt", "KNOWLEDGE.md nan_loss"]
+  - id: nan-loss.nonfinite-data
+    title: NaN or Inf in the data
+    prior: 0.10
+    evidence:
+      - {when: data.has_nonfinite, lr: 40, else_lr: 0.05, says: The batch itself holds NaN.}
+    fixes: [fix-clean-data]
+    sources: ["003_10afe1a0742d2c2f.txt"]
+  - id: nan-loss.lr-too-high
+    title: Learning rate too high early in training
+    prior: 0.15
+    evidence:
+      - {when: train.lr > 0.001, lr: 5, else_lr: 0.3}
+      - {when: train.lr > 0.001 and logs.nan_step < 100, lr: 4, says: Early NaN at a high LR.}
+    fixes: [fix-lower-lr]
+    sources: ["003_10afe1a0742d2c2f.txt", "arXiv:2309.14322"]
+  - id: nan-loss.fp16-overflow
+    title: fp16 overflow
+    prior: 0.12
+    evidence:
+      - {when: "train.precision == 'fp16'", lr: 4, else_lr: 0.4}
+      - {when: "train.precision in ['bf16', 'fp32'] and weights.nonfinite", lr: 0.5}
+    fixes: [fix-lower-lr]
+    sources: ["https://example.org/fp16-notes"]
+  - id: nan-loss.bad-init
+    title: Initialisation std too large for the model width
+    prior: 0.05
+    evidence:
+      - {when: weights.nonfinite == true, lr: 3}
+    fixes: [fix-init-std]
+    sources: ["004_39428b208c12ba79.txt"]
+fixes:
+  - id: fix-binary-mask
+    title: Build the attention mask as 0/1 with 1 = keep
+    steps:
+      - "Convert with `attention_mask = (attention_mask > 0).long()`."
+    sources: ["000_43af7a7a7fac43b8.txt"]
+  - id: fix-clean-data
+    title: Drop or repair samples with NaN
+    steps: ["Assert `torch.isfinite(x).all()` in the collator."]
+    sources: ["003_10afe1a0742d2c2f.txt"]
+  - id: fix-lower-lr
+    title: Lower the learning rate
+    steps:
+      - "Divide the LR by 5: use {{ train.lr / 5 :.2e }}."
+    sources: ["003_10afe1a0742d2c2f.txt"]
+    did_not_work:
+      - {text: Changing the seed only moved the spike elsewhere., sources: ["004_39428b208c12ba79.txt"]}
+  - id: fix-init-std
+    title: Use the small-init std for the width
+    steps:
+      - "Set `--init-method-std {{ sqrt(2/(5*model.hidden_size)) :.5f }}`."
+      - "Scale output layers by {{ 1/sqrt(2*model.num_layers) :.3g }} ({{ model.num_layers }} layers)."
+    sources: ["004_39428b208c12ba79.txt", "See [the paper](https://arxiv.org/abs/1910.05895)"]
+"""
+
+LOSS_SPIKE = """\
+id: loss-spike
+title: Loss spikes mid-training
+summary: Sudden loss spikes or divergence after a stable start.
+aliases:
+  en: ["loss spikes", "loss suddenly jumps", "training diverges after warmup"]
+  zh: ["loss突然飙升", "损失尖峰"]
+checks:
+  - fact: train.warmup_end
+    ask: Does the spike come right after warmup ends?
+    cost: 1
+  - fact: optimizer.beta2
+    ask: What is Adam beta2?
+    cost: 1
+causes:
+  - id: loss-spike.warmup-end
+    title: The spike follows the end of warmup
+    prior: 0.2
+    evidence:
+      - {when: train.warmup_end, lr: 6, else_lr: 0.3}
+    fixes: [fix-lower-lr]
+    sources: ["002_2969b0ea5896ed69.txt"]
+  - id: loss-spike.adam-beta2
+    title: Adam beta2 too high
+    prior: 0.15
+    evidence:
+      - {when: optimizer.beta2 >= 0.99, lr: 3, else_lr: 0.4}
+    fixes: [fix-beta2]
+    sources: ["002_2969b0ea5896ed69.txt"]
+fixes:
+  - id: fix-beta2
+    title: Use beta2 = 0.95
+    steps: ["Set `--adam-beta2 0.95`."]
+    sources: ["002_2969b0ea5896ed69.txt"]
+    did_not_work:
+      - {text: A longer warmup did not stop the spikes., sources: ["004_39428b208c12ba79.txt"]}
+"""
+
+# every field a person writes, with markup that must stay text
+HOSTILE_RULES = f"""\
+id: hostile
+title: "{HOSTILE} Evil title"
+summary: "Summary </script><script>alert(2)</script> and <img src=x onerror=alert(3)>"
+aliases:
+  en: ["{HOSTILE}", "evil alias"]
+  zh: ["</script>恶意"]
+checks:
+  - fact: data.mask.binary
+    ask: "Is it {HOSTILE}?"
+    how: "<b>bold</b> [x](javascript:alert(7))"
+    probe: "llmfix probe </script>"
+causes:
+  - id: hostile.evil
+    title: "<img src=x onerror=alert(3)> cause"
+    summary: "{HOSTILE}"
+    prior: 0.2
+    evidence:
+      - {{when: "data.mask.binary == false", lr: 2, says: "</script><script>alert(4)</script>"}}
+    fixes: [fix-evil]
+    sources: ["{HOSTILE}", "javascript:alert(5)"]
+    not_this_when: "<iframe src=https://evil.example/></iframe>"
+fixes:
+  - id: fix-evil
+    title: "{HOSTILE} fix"
+    steps: ["Run </script><script>alert(6)</script> {{{{ model.hidden_size * 2 }}}}", "{{{{ '</script>' }}}}"]
+    sources: ["<a href=https://evil.example>x</a>"]
+    did_not_work:
+      - {{text: "{HOSTILE}", sources: ["{HOSTILE}"]}}
+"""
+
+ARTICLE = """\
+---
+id: {id}
+title: {title}
+---
+## What you see
+```
+loss = nan
+```
+## Why it happens
+Because of `nan-loss.invalid-mask` (see [the fix](fix-binary-mask) and [the spike page](loss-spike.md)).
+A [dangling link](nowhere.md) loses its link, an [outside one](https://example.org/x) keeps it.
+## How to confirm
+Run `llmfix probe batch.pt`.
+## Fixes, safest first
+1. `fix-binary-mask`
+## What did not work
+Changing the seed (seed 004_39428b208c12ba79.txt).
+## When this is not the cause
+When the mask is bool.
+## References
+- arXiv:2309.14322
+"""
+
+HOSTILE_ARTICLE = f"""\
+---
+id: hostile
+title: "{HOSTILE}"
+---
+## What you see
+{HOSTILE}
+
+<iframe src="https://evil.example/"></iframe>
+
+[click](javascript:alert(1)) ![pixel](https://evil.example/pixel.png) ![local](pixel.png)
+
+<a href="https://evil.example">raw html link</a>
+## Why it happens
+`</script>` in code, and </script> in text.
+"""
+
+TOPIC = """\
+---
+id: checkpoints
+title: Rolling back to a checkpoint
+---
+## Why
+Keep the `latest` file in sync. See `loss-spike` and [nan](nan-loss.md).
+"""
+
+
+def write_tree(root: Path, hostile: bool = True) -> Path:
+    """A small but complete knowledge tree: two symptoms, shared fixes, a topic, optional hostile one."""
+    (root / "rules" / "_facts").mkdir(parents=True)
+    (root / "kb").mkdir()
+    (root / "rules" / "_facts" / "base.yaml").write_text(FACTS, encoding="utf-8")
+    (root / "rules" / "nan-loss.yaml").write_text(NAN_LOSS, encoding="utf-8")
+    (root / "rules" / "loss-spike.yaml").write_text(LOSS_SPIKE, encoding="utf-8")
+    (root / "kb" / "nan-loss.md").write_text(ARTICLE.format(id="nan-loss", title="Loss becomes NaN"), encoding="utf-8")
+    (root / "kb" / "loss-spike.md").write_text(ARTICLE.format(id="loss-spike", title="Loss spikes"), encoding="utf-8")
+    (root / "kb" / "checkpoints.md").write_text(TOPIC, encoding="utf-8")
+    if hostile:
+        (root / "rules" / "hostile.yaml").write_text(HOSTILE_RULES, encoding="utf-8")
+        (root / "kb" / "hostile.md").write_text(HOSTILE_ARTICLE, encoding="utf-8")
+    return root
+
+
+def mini_kb(root: Path, hostile: bool = True):
+    write_tree(root, hostile)
+    kb, problems = load_with_problems(root)
+    assert not problems, problems
+    return kb
+
+
+def build_site(kb, out: Path) -> int:
+    from troubleshoot.site.build import build
+
+    return build(kb, out)
+
+
+@pytest.fixture(scope="module")
+def mini_site(tmp_path_factory):
+    root = tmp_path_factory.mktemp("kb")
+    kb = mini_kb(root)
+    out = tmp_path_factory.mktemp("site") / "site"
+    count = build_site(kb, out)
+    return kb, out, count
+
+
+def shipped_or_skip():
+    """The shipped knowledge, or skip with the reason while `llmfix kb lint` is not clean."""
+    try:
+        from troubleshoot.knowledge.lint import lint
+
+        problems = lint()
+    except Exception as err:  # the linter itself is being edited by others right now
+        pytest.skip(f"llmfix kb lint cannot run yet ({type(err).__name__}: {err})")
+    if problems:
+        pytest.skip(f"llmfix kb lint is not clean yet ({len(problems)} problems, first: {problems[0]}); "
+                    "the site is tested on a small tree meanwhile")
+    return load()
+
+
+@pytest.fixture(scope="module")
+def shipped_site(tmp_path_factory):
+    kb = shipped_or_skip()
+    out = tmp_path_factory.mktemp("shipped") / "site"
+    count = build_site(kb, out)
+    return kb, out, count
+
+
+# --------------------------------------------------------------------------- pages and links
+def _pages_and_links(kb, out: Path, count: int) -> None:
+    html = sorted(out.rglob("*.html"))
+    assert count == len(html)
+    assert (out / "index.html").is_file() and (out / "sources.html").is_file()
+    for sid in kb.symptoms:
+        assert (out / "symptoms" / f"{sid}.html").is_file(), sid
+        assert (out / "data" / f"symptom-{sid}.js").is_file(), sid
+    for cid in kb.causes:
+        assert (out / "causes" / f"{cid}.html").is_file(), cid
+    for fid in kb.fixes:
+        assert (out / "fixes" / f"{fid}.html").is_file(), fid
+    problems = linkcheck.check(out)
+    assert not problems, "\n".join(problems[:20])
+    external = linkcheck.external_resources(out)
+    assert not external, "\n".join(external[:20])
+
+
+def test_mini_site_pages_and_links(mini_site):
+    _pages_and_links(*mini_site)
+
+
+def test_shipped_site_pages_and_links(shipped_site):
+    _pages_and_links(*shipped_site)
+
+
+def test_every_source_is_on_the_sources_page(mini_site):
+    kb, out, _ = mini_site
+    from markupsafe import escape
+
+    page = (out / "sources.html").read_text(encoding="utf-8")
+    sources = {s for c in kb.causes.values() for s in c.sources} | {s for f in kb.fixes.values() for s in f.sources}
+    for src in sources:
+        assert str(escape(src)) in page, src
+    # an arXiv id becomes a plain outside link, never a loaded resource
+    assert '<a href="https://arxiv.org/abs/2309.14322" rel="noopener"' in page
+
+
+def test_cross_links(mini_site):
+    kb, out, _ = mini_site
+    cause = (out / "causes" / "nan-loss.invalid-mask.html").read_text(encoding="utf-8")
+    assert 'href="../symptoms/nan-loss.html"' in cause
+    assert 'href="../fixes/fix-binary-mask.html"' in cause
+    assert "×30" in cause and "×0.05" in cause and "confirms" in cause
+    fix = (out / "fixes" / "fix-lower-lr.html").read_text(encoding="utf-8")
+    assert 'href="../causes/nan-loss.lr-too-high.html"' in fix and 'href="../causes/loss-spike.warmup-end.html"' in fix
+    symptom = (out / "symptoms" / "nan-loss.html").read_text(encoding="utf-8")
+    assert "<svg" in symptom and 'href="../causes/nan-loss.invalid-mask.html"' in symptom
+    assert 'id="check-data.mask.binary"' in symptom
+    # article links: a known id becomes a page link, an unknown relative link loses its href
+    assert 'href="../symptoms/loss-spike.html"' in symptom and "nowhere.md" not in symptom
+    assert 'href="../articles/checkpoints.html"' in (out / "index.html").read_text(encoding="utf-8")
+
+
+def test_seed_lessons_come_from_the_knowledge(mini_site):
+    kb, out, _ = mini_site
+    index = (out / "index.html").read_text(encoding="utf-8")
+    lessons = index.split('id="lessons"', 1)[1]
+    assert "004_39428b208c12ba79.txt" in lessons
+    assert "Changing the seed only moved the spike elsewhere." in lessons   # a did_not_work citing a seed
+    assert 'href="fixes/fix-init-std.html"' in lessons                     # a fix citing the same seed
+
+
+def test_decision_tree_labels_and_order(mini_site):
+    kb, out, _ = mini_site
+    from troubleshoot.site.export import question_order
+
+    page = (out / "symptoms" / "nan-loss.html").read_text(encoding="utf-8")
+    svg = page[page.index("<svg"):page.index("</svg>")]
+    assert "×30 / ×0.05 ✓" in svg and "×5 / ×0.3" in svg
+    assert "n-probe" in svg and "weights.nonfinite" in svg      # probe-only fact drawn dashed
+    order = question_order(kb, "nan-loss")
+    first = re.search(r"<text[^>]*>1\. ([^<]+)</text>", svg).group(1)
+    assert first == order[0]
+
+
+# --------------------------------------------------------------------------- safety
+def test_hostile_knowledge_is_inert(mini_site):
+    kb, out, _ = mini_site
+    files = [p for p in out.rglob("*") if p.is_file()]
+    own_script = re.compile(r'<script src="(\.\./)?(static|data)/[\w.-]+\.js"></script>')
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        assert HOSTILE not in text, path
+        assert "<img" not in text and "<iframe" not in text, path
+        assert "javascript:" not in text.replace("javascript:alert(5)", "") or path.suffix == ".js", path
+        if path.suffix == ".html":
+            tags = re.findall(r"<script\b[^>]*>.*?</script>", text, re.S)
+            assert all(own_script.fullmatch(t) for t in tags), (path, tags)
+            assert "onerror=" not in re.sub(r"&lt;.*?&gt;", "", text), path
+            assert not re.search(r"<a [^>]*href=\"javascript:", text, re.I), path
+        if path.parent.name == "data":
+            assert "<" not in text and ">" not in text, path   # \u003c: inert even inline
+    page = (out / "symptoms" / "hostile.html").read_text(encoding="utf-8")
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; Evil title" in page
+    assert "&lt;b&gt;bold&lt;/b&gt;" in page
+    article = page.split('class="prose article"', 1)[1]
+    assert "&lt;iframe" in article and 'href="https://evil.example/pixel.png" rel="noopener"' in article
+
+
+def test_hostile_data_round_trips(mini_site):
+    """The escaped data files still carry the exact strings (the browser sees the real text)."""
+    kb, out, _ = mini_site
+    text = (out / "data" / "symptom-hostile.js").read_text(encoding="utf-8")
+    payload = json.loads(text.split(" = ", 2)[-1].rstrip().rstrip(";"))
+    assert payload["title"] == kb.symptoms["hostile"].title
+    assert payload["causes"][0]["evidence"][0]["says"] == "</script><script>alert(4)</script>"
+
+
+def test_rebuild_replaces_an_old_site_but_refuses_other_folders(mini_site, tmp_path):
+    from troubleshoot.site.build import SiteError
+
+    kb, out, count = mini_site
+    stale = out / "causes" / "gone.html"
+    stale.write_text("old", encoding="utf-8")
+    assert build_site(kb, out) == count and not stale.exists()
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "notes.txt").write_text("mine", encoding="utf-8")
+    with pytest.raises(SiteError, match="not empty"):
+        build_site(kb, busy)
+    assert (busy / "notes.txt").read_text(encoding="utf-8") == "mine"
+
+
+def test_cli_site_build(tmp_path):
+    from click.testing import CliRunner
+
+    from troubleshoot import cli
+
+    kb = mini_kb(tmp_path / "kb")
+    runner = CliRunner()
+    import troubleshoot.cli as cli_module
+
+    original = cli_module._kb
+    cli_module._kb = lambda: kb
+    try:
+        result = runner.invoke(cli.main, ["site", "build", str(tmp_path / "out")])
+        assert result.exit_code == 0, result.output
+        assert "pages" in result.output
+        (tmp_path / "other").mkdir()
+        (tmp_path / "other" / "x").write_text("x")
+        result = runner.invoke(cli.main, ["site", "build", str(tmp_path / "other")])
+        assert result.exit_code == 2 and "Error:" in result.output and "Traceback" not in result.output
+    finally:
+        cli_module._kb = original
+
+
+# --------------------------------------------------------------------------- data agrees with Python
+def test_expression_trees_cover_the_whitelist():
+    from troubleshoot.site.export import expr_tree
+
+    tree = expr_tree("not (a.b in [1, 'x']) and -c.d ** 2 % 3 <= max(1, e.f) < 4 or none")
+    assert tree["k"] == "bool" and tree["op"] == "or"
+    assert tree["vs"][1] == {"k": "const", "t": "none", "v": None}
+    from troubleshoot.knowledge.expr import ExprError
+
+    with pytest.raises(ExprError):
+        expr_tree("__import__('os')")
+
+
+NODE = shutil.which("node")
+
+
+@pytest.mark.skipif(NODE is None, reason="node is not installed (the browser test checks the same in Chromium)")
+def test_js_engine_and_matcher_agree_with_python_in_node(mini_site, tmp_path):
+    """Run static/llmfix.js under node on the exported data; compare with the Python engine/matcher."""
+    import agreement
+
+    kb, out, _ = mini_site
+    cases = agreement.cases(kb, seed=7, n=60)
+    script = tmp_path / "run.js"
+    script.write_text(agreement.NODE_RUNNER.format(site=json.dumps(str(out))), encoding="utf-8")
+    (tmp_path / "cases.json").write_text(json.dumps(cases["js_input"]), encoding="utf-8")
+    result = subprocess.run([NODE, str(script), str(tmp_path / "cases.json")], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    agreement.compare(cases, json.loads(result.stdout))

@@ -1,0 +1,1 @@
+"""The knowledge base as a static website: `llmfix site build OUT` / `llmfix site serve`."""
