@@ -19,7 +19,6 @@ Caps keep the work bounded whatever the file size; each cap that bit is listed i
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -129,11 +128,13 @@ def sniff(path: Path) -> Artifact | None:
         ids = columns[next(k for k in ID_KEYS if k in columns)]
         return Artifact(str(path), "batch", f"tensor batch {_shape_text(ids)} ({', '.join(list(columns)[:6])})")
     if suffix in JSON_SUFFIXES:
-        records = _head_records(path)
-        kind = _record_kind(records)
+        from .batch_records import count_records, head_records, record_kind
+
+        records = head_records(path)
+        kind = record_kind(records)
         if kind is None:
             return None
-        n = _count_records(path)
+        n = count_records(path)
         return Artifact(str(path), "batch", f"{suffix[1:]} {kind}, {n} samples")
     return None
 
@@ -160,79 +161,6 @@ def _load_pickle_cached(path: Path) -> Any:
     return _PICKLE_CACHE[key]
 
 
-def _head_records(path: Path) -> list[dict]:
-    """The first few JSON records of a .jsonl / .json file; [] when it is not JSON records."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(1 << 20)
-    except OSError:
-        return []
-    text = head.decode("utf-8", errors="replace").lstrip("\ufeff \t\r\n")
-    if text.startswith("["):
-        if path.stat().st_size > MAX_JSON_BYTES:
-            return [{"text": ""}] if '"input_ids"' in text or '"text"' in text else []
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError, OSError):
-            return []
-        return [r for r in data[:SNIFF_LINES] if isinstance(r, dict)] if isinstance(data, list) else []
-    records = []
-    for line in text.splitlines()[:SNIFF_LINES]:
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            if not records and path.suffix.lower() == ".json":
-                return _head_json_object(path)
-            continue
-        if isinstance(rec, dict):
-            records.append(rec)
-    return records
-
-
-def _head_json_object(path: Path) -> list[dict]:
-    """A pretty-printed .json: a dict of columns ({"input_ids": [[...]]}) counts as records."""
-    if path.stat().st_size > MAX_JSON_BYTES:
-        return []
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, OSError):
-        return []
-    if isinstance(data, dict) and any(isinstance(data.get(k), list) for k in ID_KEYS + TEXT_KEYS):
-        return [{k: None for k in data}]
-    return []
-
-
-def _record_kind(records: list[dict]) -> str | None:
-    keys = {k for r in records for k in r}
-    if any(k in keys for k in ID_KEYS):
-        return "token ids"
-    if "messages" in keys or "conversations" in keys:
-        return "chat messages"
-    if any(k in keys for k in TEXT_KEYS):
-        return "text"
-    return None  # includes metrics logs: {"step": 10, "loss": 2.3}
-
-
-def _count_records(path: Path) -> str:
-    """Non-empty lines of a .jsonl (exact below 256 MB, estimated above) or records of a .json."""
-    size = path.stat().st_size
-    if size > MAX_JSON_BYTES:
-        with open(path, "rb") as f:
-            head = f.read(1 << 22)
-        lines = max(head.count(b"\n"), 1)
-        return f"~{int(size / len(head) * lines)}"
-    with open(path, "rb") as f:
-        data = f.read()
-    if data.lstrip().startswith(b"["):
-        try:
-            return str(len(json.loads(data)))
-        except (ValueError, UnicodeDecodeError):
-            return "?"
-    return str(sum(1 for line in data.splitlines() if line.strip()))
-
-
 # ----------------------------------------------------------------------------------------- read
 
 def read(path: str | Path) -> Batch:
@@ -244,7 +172,9 @@ def read(path: str | Path) -> Batch:
     if suffix in PICKLE_SUFFIXES:
         return _from_columns(path, "pt", _columns(_load_pickle_cached(path)))
     if suffix in JSON_SUFFIXES:
-        return _read_json(path)
+        from .batch_records import read_json
+
+        return read_json(path)
     raise ArtifactError(path, "not a data batch (.pt, .safetensors, .jsonl or .json expected)")
 
 
@@ -285,9 +215,9 @@ def _from_columns(path: Path, fmt: str, columns: dict[str, Any] | None) -> Batch
     for name, value in columns.items():
         canon = next((c for c, spellings in SEQ_KEYS.items() if name in spellings), None)
         if name in META_KEYS:
-            scalar = _scalar(value)
-            if scalar is not None:
-                batch.meta[name] = scalar
+            found = scalar(value)
+            if found is not None:
+                batch.meta[name] = found
         elif canon is not None and not (canon == "input_ids" and name != id_key):
             ids = columns[id_key]
             if isinstance(value, torch.Tensor) and value.dim() > 2 and canon not in ("input_ids", "labels") \
@@ -295,7 +225,7 @@ def _from_columns(path: Path, fmt: str, columns: dict[str, Any] | None) -> Batch
                 batch.other[name] = value          # [B, 1, T, T] attention masks and the like
                 continue
             try:
-                rows[canon] = _as_rows(value, name)
+                rows[canon] = as_rows(value, name)
             except ValueError as err:
                 batch.problems.append(str(err))
         elif name == "text" and isinstance(value, list):
@@ -304,11 +234,11 @@ def _from_columns(path: Path, fmt: str, columns: dict[str, Any] | None) -> Batch
             batch.other[name] = value
     if "input_ids" not in rows:
         raise ArtifactError(path, f"{id_key} is not a tensor or a list of token-id lists")
-    _pad_into(batch, rows)
+    pad_into(batch, rows)
     return batch
 
 
-def _scalar(value: Any) -> int | list[int] | None:
+def scalar(value: Any) -> int | list[int] | None:
     if hasattr(value, "tolist"):
         value = value.tolist()
     if isinstance(value, bool):
@@ -320,7 +250,7 @@ def _scalar(value: Any) -> int | list[int] | None:
     return None
 
 
-def _as_rows(value: Any, name: str, lines: list[int] | None = None) -> list | Any:
+def as_rows(value: Any, name: str, lines: list[int] | None = None) -> list | Any:
     """A 2-D tensor stays whole; anything else becomes a list of 1-D tensors (one per sample)."""
     import torch
 
@@ -344,7 +274,7 @@ def _as_rows(value: Any, name: str, lines: list[int] | None = None) -> list | An
     raise ValueError(f"{name} is neither a tensor nor a list (got {type(value).__name__})")
 
 
-def _pad_into(batch: Batch, rows: dict[str, Any]) -> None:
+def pad_into(batch: Batch, rows: dict[str, Any]) -> None:
     """Fill ``batch.seqs`` (and ``lengths`` for ragged rows), applying the row/token caps."""
     import torch
 
@@ -409,116 +339,4 @@ def _stack(rows: list, fill: int, width: int, batch: Batch):
         out[i, :len(r)] = r.to(dtype)
     return out, dtype
 
-
-def _read_json(path: Path) -> Batch:
-    """Stream a .jsonl (or parse a .json) into token rows and text records, within the caps."""
-    batch = Batch(path=path, fmt=path.suffix.lower().lstrip("."))
-    token_recs: list[tuple[int, dict]] = []
-    bad: list[int] = []
-    chars = seen = 0
-    for line_no, rec in _iter_records(path, bad):
-        seen += 1
-        if not isinstance(rec, dict):
-            bad.append(line_no)
-            continue
-        for key in META_KEYS:
-            if key in rec and key not in batch.meta and _scalar(rec[key]) is not None:
-                batch.meta[key] = _scalar(rec[key])
-        if any(k in rec for k in ID_KEYS) and len(token_recs) < MAX_ROWS:
-            token_recs.append((line_no, rec))
-        text = _text_record(line_no, rec)
-        if text is not None and len(batch.texts) < MAX_TEXT_RECORDS and chars < MAX_TEXT_CHARS:
-            batch.texts.append(text)
-            chars += len(text.text)
-        rows_full = len(token_recs) >= MAX_ROWS
-        text_full = len(batch.texts) >= MAX_TEXT_RECORDS or chars >= MAX_TEXT_CHARS
-        if (rows_full and (text_full or not batch.texts)) or (text_full and not token_recs):
-            batch.notes.append(f"stopped reading after {seen} records (caps: {MAX_ROWS} token rows, "
-                               f"{MAX_TEXT_RECORDS} text records, {MAX_TEXT_CHARS:,} characters)")
-            break
-    if bad:
-        batch.problems.append(f"{len(bad)} line(s) are not JSON objects, e.g. line {bad[0]}")
-    if not token_recs and not batch.texts:
-        raise ArtifactError(path, "no record with input_ids, text, messages or prompt was found")
-    batch.rows_total = seen
-    if token_recs:
-        batch.lines = [line for line, _ in token_recs]
-        batch.id_key = next(k for k in ID_KEYS if k in token_recs[0][1])
-        rows: dict[str, Any] = {}
-        for canon, spellings in SEQ_KEYS.items():
-            keys = (batch.id_key,) if canon == "input_ids" else spellings
-            values = [next((rec[k] for k in keys if k in rec), None) for _, rec in token_recs]
-            if all(v is None for v in values):
-                continue
-            if any(v is None for v in values):
-                line = batch.lines[values.index(None)]
-                if canon == "input_ids":
-                    raise ArtifactError(path, f"line {line}: record has no {batch.id_key}")
-                batch.problems.append(f"{canon} is missing in some records, e.g. line {line}")
-                values = [v if v is not None else [] for v in values]
-            try:
-                rows[canon] = _as_rows(values, canon, batch.lines)
-            except ValueError as err:
-                if canon == "input_ids":
-                    raise ArtifactError(path, str(err)) from None
-                batch.problems.append(str(err))
-        _pad_into(batch, rows)
-    return batch
-
-
-def _iter_records(path: Path, bad: list[int]):
-    size = path.stat().st_size
-    with open(path, "rb") as f:
-        start = f.read(64).lstrip(b"\xef\xbb\xbf \t\r\n")
-    if start.startswith((b"[", b"{")) and path.suffix.lower() == ".json":
-        if size > MAX_JSON_BYTES:
-            raise ArtifactError(path, f"JSON document of {size >> 20} MB is over the {MAX_JSON_BYTES >> 20} MB "
-                                      "cap; write it as .jsonl (one record per line) to stream it")
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as err:
-            if not start.startswith(b"["):
-                data = None  # maybe .json holding JSON lines
-            else:
-                raise ArtifactError(path, f"invalid JSON: {err}") from None
-        if isinstance(data, dict):
-            n = max((len(v) for v in data.values() if isinstance(v, list)), default=0)
-            data = [{k: v[i] for k, v in data.items() if isinstance(v, list) and i < len(v)} for i in range(n)]
-        if isinstance(data, list):
-            yield from ((i + 1, rec) for i, rec in enumerate(data))
-            return
-    with open(path, "r", encoding="utf-8", errors="replace") as f:
-        for line_no, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                yield line_no, json.loads(line)
-            except json.JSONDecodeError:
-                bad.append(line_no)
-
-
-def _text_record(line: int, rec: dict) -> TextRecord | None:
-    """Normalise the common SFT layouts to text (+ the supervised part)."""
-    if isinstance(rec.get("text"), str):
-        return TextRecord(line, rec["text"])
-    turns = rec.get("messages", rec.get("conversations"))
-    if isinstance(turns, list):
-        messages = []
-        for turn in turns:
-            if isinstance(turn, dict):
-                role = str(turn.get("role", turn.get("from", "")))
-                content = turn.get("content", turn.get("value", ""))
-                messages.append({"role": {"human": "user", "gpt": "assistant"}.get(role, role),
-                                 "content": content if isinstance(content, str) else json.dumps(content)})
-        target = "\n".join(m["content"] for m in messages if m["role"] in ("assistant", "model"))
-        return TextRecord(line, "\n".join(m["content"] for m in messages), target, messages)
-    if isinstance(rec.get("prompt"), str):
-        answer = next((rec[k] for k in ("completion", "response", "chosen", "output")
-                       if isinstance(rec.get(k), str)), "")
-        return TextRecord(line, rec["prompt"] + answer, answer)
-    if isinstance(rec.get("instruction"), str):
-        answer = rec.get("output") if isinstance(rec.get("output"), str) else ""
-        extra = rec.get("input") if isinstance(rec.get("input"), str) else ""
-        return TextRecord(line, "\n".join(x for x in (rec["instruction"], extra, answer) if x), answer)
-    return None
 

@@ -50,7 +50,11 @@ class TensorInfo:
 
 def safetensors_header(path: Path) -> dict[str, Any]:
     """Parse the JSON header of a .safetensors file (tensor names, dtypes, shapes, offsets)."""
-    path = Path(path)
+    return _read_header(Path(path))[0]
+
+
+def _read_header(path: Path) -> tuple[dict[str, Any], int]:
+    """(header, byte offset where tensor data starts); clear ArtifactErrors for broken files."""
     try:
         with open(path, "rb") as f:
             raw = f.read(8)
@@ -74,14 +78,12 @@ def safetensors_header(path: Path) -> dict[str, Any]:
         raise ArtifactError(path, "corrupt safetensors header (bad data_offsets)") from None
     if 8 + n + end > size:
         raise ArtifactError(path, f"truncated safetensors file: data ends at byte {8 + n + end}, file has {size}")
-    header["__data_start__"] = 8 + n
-    return header
+    return header, 8 + n
 
 
 def list_safetensors(path: Path) -> list[TensorInfo]:
     """Every tensor of a safetensors file with dtype, shape and byte range, without reading data."""
-    header = safetensors_header(path)
-    base = header.pop("__data_start__")
+    header, base = _read_header(Path(path))
     out = []
     for name, v in header.items():
         if name == "__metadata__" or not isinstance(v, dict):

@@ -13,13 +13,20 @@ trend (a falling loss curve), unlike a plain standard deviation.
 from __future__ import annotations
 
 import math
-from collections import deque
+import re
+from collections import Counter, deque
 from dataclasses import dataclass, field
+from math import isfinite
+from pathlib import Path
+
+from ..errors import ArtifactError
+from ..loaders.logs import Record, detect_format, iter_records
 
 LEVEL_WINDOW = 8          # records whose median is the level a new value is compared with
 NOISE_WINDOW = 32         # successive differences behind the noise estimate sigma
 MIN_NOISE_POINTS = 8      # fewer differences: sigma unknown, only the relative floor applies
 LOOKBACK = 32             # records kept to locate where a rise began
+REFRESH_RECORDS = 4       # level / sigma / threshold recomputed every 4 ordinary records
 SPIKE_Z = 6.0             # loss spike: value > level + max(SPIKE_Z * sigma, SPIKE_REL * level)
 SPIKE_REL = 0.10
 RECOVER_Z = 3.0           # recovered: value <= level + max(RECOVER_Z * sigma, RECOVER_REL * level)
@@ -29,6 +36,7 @@ ONSET_REL = 0.02          # ... and by ONSET_REL of the level
 SPIKE_RISE_RECORDS = 3    # rises that took more records than this are divergence, not spikes
 SETTLE_RECORDS = 100      # an event still open after this many records "did not recover"
 MERGE_RECORDS = 8         # a new spike this soon after a recovery continues the same episode
+BLIP_RECORDS = 3          # single-batch values back at their level within 3 records: a blip
 GN_FACTOR = 2.0           # grad-norm explosion: > GN_FACTOR x its level (and > GN_Z sigma in log)
 GN_Z = 6.0
 GN_RECOVER_FACTOR = 1.5
@@ -98,6 +106,8 @@ class SpikeDetector:
         self.hist: deque[tuple[int, float, float | None, bool]] = deque(maxlen=LOOKBACK)
         self.sigma: float | None = None
         self._stale = 0
+        self._thr: float | None = None    # cached spike threshold (None: take the exact path)
+        self._level: float | None = None
         self.open: Event | None = None
         self._frozen: tuple[float, float | None] = (0.0, None)
         self._tail: deque[float] = deque(maxlen=LEVEL_WINDOW)
@@ -119,9 +129,25 @@ class SpikeDetector:
 
     def update(self, it: int, value: float, line: int, gap: bool = False) -> Event | None:
         """Feed one finite value; returns the event when one opens at this record."""
-        if self.log and value <= 0:
+        if self.log:
+            if value <= 0:
+                return None
+            x = math.log(value)
+        else:
+            x = value
+        thr = self._thr
+        if thr is not None and x <= thr and self.open is None and not gap:
+            # the common case, kept cheap: an ordinary record joins the baseline
+            recent = self.recent
+            self.diffs.append(x - recent[-1])
+            recent.append(x)
+            self.hist.append((it, x, self._level, False))
+            self.prev_it = it
+            self.since_close += 1
+            self._stale += 1
+            if self._stale >= REFRESH_RECORDS:
+                self._refresh()
             return None
-        x = self._x(value)
         opened = None
         level = median(self.recent) if self.recent else None
         if self.open is None:
@@ -134,14 +160,23 @@ class SpikeDetector:
             self._advance(it, x)
         self.hist.append((it, x, level, gap))
         self.prev_it = it
+        self._refresh()
         return opened
+
+    def _refresh(self) -> None:
+        """Recompute level, noise and threshold; until the level window is full every record
+        takes the exact path, afterwards the threshold is refreshed every REFRESH_RECORDS."""
+        self._stale = 0
+        self.sigma = robust_sigma(self.diffs)
+        if len(self.recent) < LEVEL_WINDOW or self.open is not None:
+            self._thr = None
+            return
+        level = self._level = median(self.recent)
+        self._thr = level + self._margin(level, self.sigma, SPIKE_Z, SPIKE_REL, GN_FACTOR)
 
     def _baseline(self, x: float) -> None:
         if self.recent:
             self.diffs.append(x - self.recent[-1])
-            self._stale += 1
-            if self.sigma is None or self._stale >= 8:
-                self.sigma, self._stale = robust_sigma(self.diffs), 0
         self.recent.append(x)
 
     def _open(self, it: int, x: float, line: int, level: float, gap: bool) -> Event:
@@ -157,7 +192,7 @@ class SpikeDetector:
                 across = True
                 break
         merge = (self.events and self.events[-1].recovered and self.since_close <= MERGE_RECORDS
-                 and self.kind != "explosion")
+                 and self.events[-1].records > BLIP_RECORDS)  # blips stay on their own
         if merge:
             ev = self.events.pop()
             ev.recovered, ev.end = False, None
@@ -209,13 +244,21 @@ class SpikeDetector:
                 self.open.settled = self._v(median(self._tail))
             self._close()
 
+    def rebase(self) -> None:
+        """After a gap in the log: start a fresh baseline unless an event is being followed."""
+        if self.open is None:
+            self.recent.clear()
+            self.diffs.clear()
+            self.hist.clear()
+            self.sigma = self._thr = None
+
     def restart(self) -> None:
         """The log resumed from an earlier iteration: forget the windows, keep the events."""
         self.finish()
         self.recent.clear()
         self.diffs.clear()
         self.hist.clear()
-        self.prev_it = None
+        self.prev_it = self._thr = None
 
 
 class LossScaleTracker:
@@ -252,6 +295,13 @@ class LossScaleTracker:
                     self.startup_skips += skipped
                 else:
                     self.skips += skipped
+            return
+        if scale == self.last and not skipped and self.calibrated_at is not None:
+            self._n += 1  # unchanged scale: only the window position moves
+            win = self._win
+            win[-1] = (self._n, scale)
+            if win[0][0] <= self._n - LS_REF_RECORDS:
+                win.popleft()
             return
         self.seen = True
         if self.last is not None and scale < self.last:
@@ -518,3 +568,210 @@ def slowdown(blocks: Blocks) -> tuple[int, float] | None:
     while k > 0 and xs[k - 1] >= SLOWDOWN_FACTOR * ref:
         k -= 1
     return its[k], median(tail) / ref
+
+
+# ---------------------------------------------------------------------------------------------
+# one pass over a log
+
+GAP_FACTOR = 5            # an iteration jump > 5 logging intervals is a gap in the log
+MAX_SAVES, MAX_VALS, MAX_ERRORS = 100_000, 10_000, 20
+SYSTEM = [("oom", re.compile(r"out of memory|OutOfMemoryError")),
+          ("nccl-timeout", re.compile(r"NCCL.*(?:[Tt]imeout|timed out)|[Ww]atchdog caught collective")),
+          ("lost-gpu", re.compile(r"fallen off the bus|GPU is lost|No CUDA GPUs are available|NODE FAIL")),
+          ("cuda-error", re.compile(r"CUDA error|illegal memory access|CUBLAS_STATUS|CUDNN_STATUS|"
+                                    r"device-side assert|\bXid\b")),
+          ("storage", re.compile(r"No space left on device|Disk quota exceeded|Stale file handle|"
+                                 r"Input/output error|Read-only file system")),
+          ("cancelled", re.compile(r"CANCELLED AT")),
+          ("exception", re.compile(r"^\s*(?:[\w.]+\.)?\w*(?:Error|Exception)\b(?::|$)"))]
+
+
+@dataclass
+class Summary:
+    """Everything one log told the detectors; bounded in size whatever the log length."""
+
+    path: str
+    fmt: str
+    records: int = 0
+    first_it: int | None = None
+    last_it: int | None = None
+    interval: int | None = None
+    first_loss: float | None = None
+    last_loss: float | None = None
+    min_loss: float = math.inf
+    nan: tuple[int, int, int] | None = None   # first iteration, line, count
+    last_finite: tuple[int, float] | None = None
+    gaps: list = field(default_factory=list)        # (from, to, line)
+    restarts: list = field(default_factory=list)    # (from, to, line)
+    saves: list = field(default_factory=list)       # sorted iterations with a checkpoint
+    save_steps: int | None = None
+    vals: list = field(default_factory=list)
+    errors: list = field(default_factory=list)      # (kind, iteration, line, text)
+    oom_phase: str | None = None
+    overflow_lines: int = 0
+    ds_skipped: int = 0
+    truncated: str | None = None
+    loss: SpikeDetector = field(default_factory=lambda: SpikeDetector("spike"))
+    gn: SpikeDetector = field(default_factory=lambda: SpikeDetector("explosion", log_space=True))
+    ls: LossScaleTracker = field(default_factory=LossScaleTracker)
+    lr: LRTracker = field(default_factory=LRTracker)
+    blocks: Blocks = field(default_factory=Blocks)
+
+
+class Analysis:
+    """Feed records one at a time; ``finish()`` returns the Summary. Holds O(1) memory."""
+
+    def __init__(self, path: str, fmt: str) -> None:
+        self.s = Summary(path, fmt)
+        self._diffs: list[int] = []
+        self._pending_overflow = [0, 0, None]   # overflow lines, 'reducing' lines, last scale
+        self._gap_next = False
+        self._last_gn: float | None = None
+        self._ds_lr: tuple[int, float] | None = None
+        self._phase = "train"
+
+    def feed(self, r: Record) -> None:
+        s = self.s
+        kind = r.kind
+        if kind == "train":
+            self._train(r)
+        elif kind == "overflow":
+            s.overflow_lines += 1
+            po = self._pending_overflow
+            po[1 if r.text == "reduce" else 0] += 1
+            po[2] = r.loss_scale if r.loss_scale is not None else po[2]
+        elif kind == "dsstep":
+            s.ds_skipped = max(s.ds_skipped, r.skipped or 0)
+            if r.lr is not None:
+                self._ds_lr = (r.iteration, r.lr)
+        elif kind in ("save", "load"):
+            if len(s.saves) < MAX_SAVES and r.iteration is not None and r.iteration not in s.saves[-3:]:
+                s.saves.append(r.iteration)
+        elif kind == "meta" and r.text == "save_steps":
+            s.save_steps = r.iteration
+        elif kind == "val":
+            self._phase = "eval"
+            if r.val_loss is not None:
+                if len(s.vals) >= MAX_VALS:
+                    s.vals = s.vals[::2]
+                s.vals.append((r.iteration if r.iteration is not None else s.last_it or 0, r.val_loss))
+        elif kind == "phase":
+            self._phase = r.text
+        elif kind == "gap":
+            self._gap_next = True
+        elif kind == "error":
+            self._error(r)
+
+    def _train(self, r: Record) -> None:
+        s = self.s
+        it = r.iteration if r.iteration is not None else (s.last_it or 0) + 1
+        gap = self._gap_next
+        last = s.last_it
+        if last is not None:
+            if it == last:
+                return  # the same line printed by several ranks
+            if it < last:
+                s.restarts.append((last, it, r.line))
+                s.loss.restart()
+                s.gn.restart()
+                self._last_gn = None
+            elif s.interval and it - last > GAP_FACTOR * s.interval:
+                gap = True
+            elif len(self._diffs) < 16:
+                self._diffs.append(it - last)
+                counts = Counter(self._diffs)
+                s.interval = min(counts, key=lambda d: (-counts[d], d))  # most common step
+            if gap and it > last and len(s.gaps) < MAX_ERRORS:
+                s.gaps.append((last, it, r.line))
+        else:
+            s.first_it = it
+        if gap or self._phase != "train":
+            self._gap_next, self._phase = False, "train"
+        s.records += 1
+        s.last_it = it
+        # a step skipped for overflow repeats the previous grad norm; 0.000 means "not measured"
+        skipped = r.skipped or 0
+        scale = r.loss_scale
+        po = self._pending_overflow
+        if po[0] or po[1]:
+            skipped = max(skipped, po[0] or po[1])
+            if scale is None:
+                scale = po[2]
+            self._pending_overflow = [0, 0, None]
+        gn = r.grad_norm
+        if gn is not None:
+            if gn == 0.0 or gn == self._last_gn or skipped:
+                self._last_gn, gn = gn, None
+            else:
+                self._last_gn = gn
+        lr = r.lr
+        if lr is None and self._ds_lr is not None and self._ds_lr[0] == it:
+            lr = self._ds_lr[1]
+        line = r.line
+        if scale is not None or skipped:
+            s.ls.update(it, scale, skipped, line)
+        if lr is not None:
+            s.lr.update(it, lr, line)
+        loss = r.loss
+        if (r.nan_count or (loss is not None and not isfinite(loss))
+                or (gn is not None and scale is None and not isfinite(gn))):
+            first = s.nan or (it, line, 0)
+            s.nan = (first[0], first[1], first[2] + 1)
+        if loss is not None and isfinite(loss):
+            if s.first_loss is None:
+                s.first_loss = loss
+            s.last_loss = loss
+            if loss < s.min_loss:
+                s.min_loss = loss
+            s.last_finite = (it, loss)
+            ev = s.loss.update(it, loss, line, gap)
+            if ev is not None and s.ls.drop_start is not None and s.ls.drop_start < ev.onset:
+                ev.ls_drop_start, ev.ls_drop_factor = s.ls.drop_start, s.ls.factor_now()
+        if gap:
+            s.gn.rebase()  # grad norms drift over long spans: never compare across a gap
+        if gn is not None and isfinite(gn):
+            s.gn.update(it, gn, line, gap)
+        secs = r.seconds
+        if secs and r.batch:
+            secs /= r.batch
+        s.blocks.add(it, loss, gn, scale, lr, secs)
+
+    def _error(self, r: Record) -> None:
+        s = self.s
+        for kind, rx in SYSTEM:
+            if rx.search(r.text):
+                if kind == "oom" and s.oom_phase is None:
+                    s.oom_phase = "eval" if self._phase == "eval" else "train"
+                if len(s.errors) < MAX_ERRORS and not any(e[3] == r.text for e in s.errors):
+                    s.errors.append((kind, r.iteration, r.line, r.text))
+                return
+
+    def finish(self) -> Summary:
+        s = self.s
+        s.loss.finish()
+        s.gn.finish()
+        s.blocks.finish()
+        s.saves = sorted(set(s.saves))
+        return s
+
+
+def analyse(path: str | Path, fmt: str | None = None) -> Summary:
+    """Stream one log through the detectors. A log cut short mid-way gives a partial Summary
+    (``truncated`` says why); one with nothing readable raises ArtifactError."""
+    p = Path(path)
+    fmt = fmt or detect_format(p)
+    if fmt is None:
+        raise ArtifactError(p, "not a training log (no loss, iteration or step lines recognised)")
+    a = Analysis(str(p), fmt)
+    try:
+        for rec in iter_records(p, fmt):
+            a.feed(rec)
+    except ArtifactError as err:
+        if not a.s.records:
+            raise
+        a.s.truncated = err.problem
+    except (OSError, UnicodeError) as err:
+        raise ArtifactError(p, f"cannot read log: {err}") from None
+    return a.finish()
+
+

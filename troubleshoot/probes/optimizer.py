@@ -262,7 +262,8 @@ def _schedule(ckpt: Checkpoint, step: int | None, obs: Observations) -> None:
         if first_peak < log[-1][0] or (base and peak >= base * 0.999):
             warmup = first_peak  # the LR reached its maximum and stayed or fell: warmup ended there
         elif base and len(log) > 1 and log[-1][1] > log[-2][1] and cur:
-            warmup = cur * base / log[-1][1]  # still rising: estimate the end assuming linear warmup
+            slope = (log[-1][1] - log[-2][1]) / (log[-1][0] - log[-2][0])  # still rising: extrapolate linearly
+            warmup = log[-1][0] + (base - log[-1][1]) / slope
             obs.find("optimizer.in_warmup", "info", f"still in warmup at step {cur} (lr {log[-1][1]:.3g} of "
                      f"{base:.3g}); linear warmup would end near step {warmup:.0f}", where, round(warmup))
     if warmup is None or not cur or warmup <= 0:

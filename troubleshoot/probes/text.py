@@ -35,7 +35,8 @@ from pathlib import Path
 from ..loaders.batch import Batch
 from ..loaders.tokenizer import Specials, load_tokenizer
 from ..observations import Observations
-from .batch import DEFAULTS as TOKEN_DEFAULTS, double_bos, eos_checks, publish, range_check
+from .batch import range_check
+from .batch_labels import DEFAULTS as TOKEN_DEFAULTS, double_bos, eos_checks, publish
 
 # Thresholds (heuristic, see docs/probes-data.md): warn above the first, error above "pervasive".
 ESCAPE_WARN, ESCAPE_ERROR = 0.01, 0.20
@@ -63,11 +64,13 @@ def check(b: Batch, spec: Specials, obs: Observations, folder: Path | None) -> N
     escaped = [t for t in texts if _escapes(t.text)]
     _rate(obs, b, "data.text.escape_rate", escaped, n, ESCAPE_WARN, ESCAPE_ERROR,
           "hold literal escape sequences (\\n, \\t, \\\" or \\uXXXX as characters: text JSON-encoded twice "
-          "or escaped by a pipeline step); the model learns to emit them")
-    _rate(obs, b, "data.text.entity_rate", [t for t in texts if "&" in t.text and ENTITY_RE.search(t.text)], n, ENTITY_WARN, None,
-          "hold HTML entities (&amp;, &#39;, ...) left by scraping or escaping")
-    _rate(obs, b, "data.text.mojibake_rate", [t for t in texts if _maybe_mojibake(t.text) and MOJIBAKE_RE.search(t.text)], n, MOJIBAKE_WARN,
-          None, "hold mojibake (UTF-8 decoded as Latin-1 / cp1252, e.g. 'Ã©' for 'é')")
+          "or escaped by a pipeline step); the model learns to emit them", pattern=ESCAPE_RE)
+    entities = [t for t in texts if "&" in t.text and ENTITY_RE.search(t.text)]
+    _rate(obs, b, "data.text.entity_rate", entities, n, ENTITY_WARN, None,
+          "hold HTML entities (&amp;, &#39;, ...) left by scraping or escaping", pattern=ENTITY_RE)
+    mojibake = [t for t in texts if _maybe_mojibake(t.text) and MOJIBAKE_RE.search(t.text)]
+    _rate(obs, b, "data.text.mojibake_rate", mojibake, n, MOJIBAKE_WARN, None,
+          "hold mojibake (UTF-8 decoded as Latin-1 / cp1252, e.g. 'Ã©' for 'é')", pattern=MOJIBAKE_RE)
     seen: dict[bytes, int] = {}
     dups: list = []
     first_of: dict[int, int] = {}
@@ -121,7 +124,9 @@ def _normalise(text: str) -> str:
 
 
 def _rate(obs: Observations, b: Batch, fact: str, hits: list, n: int, warn: float, error: float | None,
-          what: str, suffix: str = "", force_warn: bool = False) -> None:
+          what: str, suffix: str = "", force_warn: bool = False, pattern: re.Pattern | None = None) -> None:
+    """Publish ``fact`` = share of samples in ``hits``; one finding quoting the first, around
+    ``pattern``'s first match when given."""
     rate = len(hits) / n if n else 0.0
     publish(obs, fact, round(rate, 4))
     if not hits:
@@ -129,7 +134,9 @@ def _rate(obs: Observations, b: Batch, fact: str, hits: list, n: int, warn: floa
     severity = ("error" if error is not None and rate > error else
                 "warning" if rate > warn or force_warn else "info")
     t = hits[0]
-    sample = t.text[:60]
+    m = pattern.search(t.text) if pattern is not None else None
+    at = max(0, m.start() - 25) if m else 0
+    sample = ("..." if at else "") + t.text[at:at + 60]
     level = " — pervasive: fix the pipeline before training" if severity == "error" else ""
     obs.find(fact, severity,
              f"{len(hits)} of {n} samples ({rate:.1%}) {what}; e.g. line {t.line}{suffix}: {sample!r}{level}",

@@ -65,8 +65,10 @@ def _cause(rank: int, cause: RankedCause, fixes_per_cause: int) -> list[str]:
     label = click.style(f"[{cause.status} {cause.score:.2f}]", fg=STATUS_COLOUR[cause.status])
     lines = [click.style(f"{rank}. {cause.id}", bold=True) + f"  {cause.title}  {label}",
              f"   why: {cause.explain()}"]
+    said = set()
     for ev in cause.evidence:
-        if ev.holds and ev.says:
+        if ev.holds and ev.says and ev.condition not in said:
+            said.add(ev.condition)
             lines.append(f"        {ev.says} ({ev.fact} from {ev.source})")
     for fix in cause.fixes[:fixes_per_cause]:
         lines.append(f"   fix: {fix.title}")

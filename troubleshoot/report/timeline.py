@@ -24,17 +24,24 @@ if TYPE_CHECKING:  # pragma: no cover
 
 BARS = "▁▂▃▄▅▆▇█"
 WIDTH = 64
-PRIORITY = "NL^DGERW"  # which marker wins a shared column
+PRIORITY = "N^DLGERW"  # which marker wins a shared column
 LABELS = {"^": "loss spike", "D": "loss divergence", "N": "NaN", "G": "grad-norm explosion",
           "L": "loss-scale collapse", "W": "warmup end", "E": "early warning", "R": "rollback"}
 
 
 def _columns(its: list[int], width: int) -> tuple[list[int], int]:
+    """Column of each block: one per block when they fit, else placed by iteration."""
+    if len(its) <= width:
+        return list(range(len(its))), len(its)
     lo, hi = its[0], its[-1]
-    cols = min(width, len(its))
-    if hi == lo:
-        return [0] * len(its), 1
-    return [min(cols - 1, int((i - lo) / (hi - lo) * (cols - 1) + 0.5)) for i in its], cols
+    return [min(width - 1, int((i - lo) / (hi - lo) * (width - 1) + 0.5)) for i in its], width
+
+
+def _column_of(its: list[int], it: int, width: int) -> int:
+    if len(its) <= width:
+        return min(range(len(its)), key=lambda k: (abs(its[k] - it), -its[k]))
+    lo, hi = its[0], its[-1]
+    return min(width - 1, max(0, int((it - lo) / (hi - lo) * (width - 1) + 0.5)))
 
 
 def sparkline(its: list[int], values: list[float], width: int = WIDTH, log: bool = False,
@@ -78,13 +85,12 @@ def timeline(rd: "Reading", width: int = WIDTH) -> list[str]:
         rng = f"{lo:.4g}" if lo == hi else f"{lo:.4g} .. {hi:.4g}"
         lines.append(f"  {label:<8} {line}  {rng}{' (log)' if log and lo != hi else ''}")
     if rd.markers:
-        pos, cols = _columns(b.it, width)
-        lo, hi = b.it[0], b.it[-1]
+        _, cols = _columns(b.it, width)
         row = [" "] * cols
         for it, sym, _ in rd.markers:
             if it is None:
                 continue
-            c = 0 if hi == lo else min(cols - 1, max(0, int((it - lo) / (hi - lo) * (cols - 1) + 0.5)))
+            c = _column_of(b.it, it, width)
             if row[c] == " " or PRIORITY.index(sym) < PRIORITY.index(row[c]):
                 row[c] = sym
         lines.append(f"  {'events':<8} {''.join(row).rstrip()}")

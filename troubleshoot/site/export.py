@@ -104,11 +104,11 @@ def search_index(kb: KnowledgeBase, urls: dict[str, str]) -> dict:
     ``urls`` maps symptom/cause/fix ids to site paths relative to the site root.
     """
     m = matcher.SymptomMatcher(kb)
+    consts = ("WORD_WEIGHT", "PHRASE_WEIGHT", "MIN_SCORE", "AMBIGUOUS_MARGIN", "TYPO_CUTOFF", "PASTED_DISCOUNT")
     return {
-        "consts": {"WORD_WEIGHT": matcher.WORD_WEIGHT, "PHRASE_WEIGHT": matcher.PHRASE_WEIGHT,
-                   "MIN_SCORE": matcher.MIN_SCORE, "AMBIGUOUS_MARGIN": matcher.AMBIGUOUS_MARGIN,
-                   "TYPO_CUTOFF": matcher.TYPO_CUTOFF},
+        "consts": {name: getattr(matcher, name) for name in consts if hasattr(matcher, name)},
         "stopwords": sorted(matcher.STOPWORDS),
+        "cjk_stopwords": sorted(getattr(matcher, "CJK_STOP", ())),
         "vocab": m.vocab,
         "idf": [m.idf[t] for t in m.vocab],
         "entries": [{"id": e.id, "title": e.title, "url": urls.get(e.id, ""), "phrases": e.phrases,

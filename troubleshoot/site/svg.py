@@ -21,24 +21,24 @@ NODE_H = 24
 FONT = 12.5
 X_SYM, W_SYM = 4, 132
 X_FACT, W_FACT = 172, 212
-X_LAB, W_LAB = 424, 96
-X_CAUSE, W_CAUSE = 556, 244
+X_LAB, W_LAB = 420, 108
+X_CAUSE, W_CAUSE = 564, 244
 WIDTH = X_CAUSE + W_CAUSE + 4
 PAD = 8
 
 
-def text_width(text: str) -> float:
-    """Rough rendered width at FONT px: wide (CJK) characters count double."""
-    return sum(FONT * (1.0 if unicodedata.east_asian_width(c) in "WF" else 0.56) for c in text)
+def text_width(text: str, size: float = FONT, narrow: float = 0.56) -> float:
+    """Rough rendered width at ``size`` px: wide (CJK) characters count double."""
+    return sum(size * (1.0 if unicodedata.east_asian_width(c) in "WF" else narrow) for c in text)
 
 
-def fit(text: str, width: float) -> str:
+def fit(text: str, width: float, size: float = FONT, narrow: float = 0.56) -> str:
     """The text, cut with an ellipsis so that it fits in ``width`` px."""
-    if text_width(text) <= width:
+    if text_width(text, size, narrow) <= width:
         return text
     out = ""
     for ch in text:
-        if text_width(out + ch + "…") > width:
+        if text_width(out + ch + "…", size, narrow) > width:
             break
         out += ch
     return out.rstrip() + "…"
@@ -142,7 +142,7 @@ def decision_tree(kb: KnowledgeBase, symptom: Symptom, order: list[str], base: s
         direction = "up" if e.ev.lr >= 1 else "down"
         out.append(f'<g class="lab lab-{direction}"><title>{escape(tip)}</title>'
                    f'<rect x="{X_LAB}" y="{y - 10:.1f}" width="{W_LAB}" height="20" rx="10"/>'
-                   f'<text x="{X_LAB + W_LAB / 2}" y="{y + 4:.1f}" text-anchor="middle">{escape(fit(text, W_LAB - 8))}</text></g>')
+                   f'<text x="{X_LAB + W_LAB / 2}" y="{y + 4:.1f}" text-anchor="middle">{escape(fit(text, W_LAB - 8, 11, 0.6))}</text></g>')
     # causes
     for cause in causes:
         y = y_cause[cause.id]

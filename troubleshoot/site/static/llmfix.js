@@ -35,12 +35,15 @@
 
   function isCJK(ch) { return ch >= "\u3400" && ch <= "\u9fff"; }
 
-  function tokens(text, stopwords) {
+  function tokens(text, stopwords, cjkStop) {
     var out = [], found = normalize(text).match(WORD) || [];
+    cjkStop = cjkStop || new Set();
     found.forEach(function (tok) {
       if (isCJK(tok[0])) {
-        if (tok.length === 1) out.push(tok);
-        else for (var i = 0; i < tok.length - 1; i++) out.push(tok.slice(i, i + 2));
+        var grams = [];
+        if (tok.length === 1) grams.push(tok);
+        else for (var i = 0; i < tok.length - 1; i++) grams.push(tok.slice(i, i + 2));
+        grams.forEach(function (g) { if (!cjkStop.has(g)) out.push(g); });
       } else if (!stopwords.has(tok) && tok.length > 1) {
         out.push(stem(tok));
       }
@@ -50,31 +53,33 @@
 
   // ------------------------------------------------------------------ rapidfuzz
   // Indel distance = len1 + len2 - 2 * LCS; LCS by the bit-parallel method (Hyyroe), 32 bits a word.
-  function lcs(a, b) {
-    if (a.length > b.length) { var t = a; a = b; b = t; }
-    var n = a.length;
-    if (n === 0) return 0;
-    var words = Math.ceil(n / 32), masks = new Map(), i, k;
-    for (i = 0; i < n; i++) {
+  function pattern(a) {
+    var words = Math.ceil(a.length / 32), masks = new Map();
+    for (var i = 0; i < a.length; i++) {
       var m = masks.get(a[i]);
       if (!m) { m = new Uint32Array(words); masks.set(a[i], m); }
-      m[i >> 5] |= (1 << (i & 31)) >>> 0;
+      m[i >> 5] = (m[i >> 5] | (1 << (i & 31))) >>> 0;
     }
-    var S = new Uint32Array(words).fill(0xffffffff), zero = new Uint32Array(words);
-    for (var j = 0; j < b.length; j++) {
-      var M = masks.get(b[j]) || zero, carry = 0;
-      for (k = 0; k < words; k++) {
-        var s = S[k], u = (s & M[k]) >>> 0;
-        var sum = s + u + carry;
+    return { n: a.length, words: words, masks: masks, zero: new Uint32Array(words), chars: new Set(a) };
+  }
+
+  function lcsWith(p, b, from, to) {          // LCS of the pattern and b[from:to]
+    if (p.n === 0) return 0;
+    var S = new Uint32Array(p.words).fill(0xffffffff), k;
+    for (var j = from; j < to; j++) {
+      var M = p.masks.get(b[j]) || p.zero, carry = 0;
+      for (k = 0; k < p.words; k++) {
+        var s = S[k], u = (s & M[k]) >>> 0, sum = s + u + carry;
         carry = sum > 0xffffffff ? 1 : 0;
         S[k] = ((sum >>> 0) | (s & ~u)) >>> 0;
       }
     }
     var ones = 0;
-    for (i = 0; i < n; i++) if ((S[i >> 5] >>> (i & 31)) & 1) ones++;
-    return n - ones;
+    for (var i = 0; i < p.n; i++) if ((S[i >> 5] >>> (i & 31)) & 1) ones++;
+    return p.n - ones;
   }
 
+  function lcs(a, b) { return a.length <= b.length ? lcsWith(pattern(a), b, 0, b.length) : lcsWith(pattern(b), a, 0, a.length); }
   function indel(a, b) { return a.length + b.length - 2 * lcs(a, b); }
 
   function ratio(a, b) {                       // fuzz.ratio = normalized Indel similarity * 100
@@ -83,36 +88,52 @@
     return (1.0 - normDist) * 100;
   }
 
-  function normDistance(dist, lensum) { return lensum ? 100 - 100 * dist / lensum : 100; }
+  function sortedTokens(s) { return s.split(/\s+/).filter(Boolean).sort().join(" "); }
+  function tokenSortRatio(a, b) { return ratio(sortedTokens(a), sortedTokens(b)); }
 
-  function splitSet(s) {
-    var seen = new Set();
-    s.split(/\s+/).forEach(function (w) { if (w) seen.add(w); });
-    return seen;
+  // fuzz.partial_ratio: the best ratio of the shorter string against any window of the longer,
+  // windows cut at the ends included. Full windows are searched with branch and bound: moving a
+  // window by one changes its Indel distance by at most 2, so a stretch whose bound cannot beat
+  // the best distance so far is skipped; the result is the exact best, as rapidfuzz computes it.
+  function partialImpl(s1, s2) {              // len(s1) <= len(s2)
+    var len1 = s1.length, len2 = s2.length, p = pattern(s1), best = 0;
+    if (!len1) return 0;
+    function sim(from, to) { var d = len1 + (to - from) - 2 * lcsWith(p, s2, from, to); return (1.0 - d / (len1 + to - from)) * 100; }
+    var last = len2 - len1, dist = new Map();
+    function d(i) { if (!dist.has(i)) dist.set(i, 2 * len1 - 2 * lcsWith(p, s2, i, i + len1)); return dist.get(i); }
+    var bestDist = Infinity, stride = Math.max(1, len1), points = [];
+    for (var i = 0; i < last; i += stride) points.push(i);
+    points.push(last);
+    points.forEach(function (i) { bestDist = Math.min(bestDist, d(i)); });
+    var stack = [];
+    for (var k = 0; k + 1 < points.length; k++) stack.push([points[k], points[k + 1]]);
+    while (stack.length && bestDist > 0) {
+      var iv = stack.pop(), a = iv[0], b = iv[1];
+      if (b - a < 2 || (d(a) + d(b)) / 2 - (b - a) >= bestDist) continue;
+      var mid = (a + b) >> 1;
+      bestDist = Math.min(bestDist, d(mid));
+      stack.push([a, mid], [mid, b]);
+    }
+    best = (1.0 - bestDist / (2 * len1)) * 100;
+    if (bestDist === 0) return 100;
+    for (i = 1; i < len1; i++) if (p.chars.has(s2[i - 1])) best = Math.max(best, sim(0, i));
+    for (i = last + 1; i < len2; i++) if (p.chars.has(s2[i])) best = Math.max(best, sim(i, len2));
+    return best;
   }
 
-  function tokenSetRatio(s1, s2) {            // fuzz.token_set_ratio, score_cutoff 0
-    var a = splitSet(s1), b = splitSet(s2);
-    if (!a.size || !b.size) return 0;
-    var inter = [], ab = [], ba = [];
-    a.forEach(function (w) { (b.has(w) ? inter : ab).push(w); });
-    b.forEach(function (w) { if (!a.has(w)) ba.push(w); });
-    if (inter.length && (!ab.length || !ba.length)) return 100;
-    var abJoined = ab.sort().join(" "), baJoined = ba.sort().join(" ");
-    var abLen = abJoined.length, baLen = baJoined.length, sectLen = inter.join(" ").length;
-    var sect = sectLen ? 1 : 0;
-    var sectAbLen = sectLen + sect + abLen, sectBaLen = sectLen + sect + baLen;
-    var result = normDistance(indel(abJoined, baJoined), sectAbLen + sectBaLen);
-    if (!sectLen) return result;
-    var abRatio = normDistance(sect + abLen, sectLen + sectAbLen);
-    var baRatio = normDistance(sect + baLen, sectLen + sectBaLen);
-    return Math.max(result, abRatio, baRatio);
+  function partialRatio(s1, s2) {
+    if (!s1.length && !s2.length) return 100;
+    var swap = s1.length > s2.length, shorter = swap ? s2 : s1, longer = swap ? s1 : s2;
+    var score = partialImpl(shorter, longer);
+    if (score !== 100 && s1.length === s2.length) score = Math.max(score, partialImpl(longer, shorter));
+    return score;
   }
 
   // ------------------------------------------------------------------ matcher.py: SymptomMatcher
   function Matcher(index) {
     this.c = index.consts;
     this.stop = new Set(index.stopwords);
+    this.cjkStop = new Set(index.cjk_stopwords || []);
     this.vocab = index.vocab;
     this.idf = new Map();
     for (var i = 0; i < index.vocab.length; i++) this.idf.set(index.vocab[i], index.idf[i]);
@@ -122,7 +143,7 @@
     this.items = index.items || [];
   }
 
-  Matcher.prototype.tokens = function (text) { return tokens(text, this.stop); };
+  Matcher.prototype.tokens = function (text) { return tokens(text, this.stop, this.cjkStop); };
 
   Matcher.prototype.known = function (queryTokens) {   // typos snap to the nearest known word
     var known = [], seen = new Set(), self = this;
@@ -143,13 +164,16 @@
   };
 
   Matcher.prototype.phrase = function (norm, entry) {
-    var best = 0.0, bestAlias = "";
+    var best = 0.0, bestAlias = "", c = this.c;
     if (!norm) return [0.0, ""];
     for (var i = 0; i < entry.phrases.length; i++) {
       var alias = entry.phrases[i];
       if (alias.length >= 10 && norm.indexOf(alias) >= 0) return [1.0, alias];
-      var lengthFactor = Math.min(1.0, (alias.length + 6) / 20);
-      var score = tokenSetRatio(norm, alias) / 100 * lengthFactor;
+      var score = Math.max(ratio(norm, alias), tokenSortRatio(norm, alias)) / 100;
+      if (alias.length >= 8 && norm.length > 1.5 * alias.length) {
+        score = Math.max(score, c.PASTED_DISCOUNT * partialRatio(alias, norm) / 100);
+      }
+      score *= Math.min(1.0, (alias.length + 6) / 20);
       if (score > best) { best = score; bestAlias = alias; }
     }
     return [best, bestAlias];
@@ -182,7 +206,7 @@
   };
 
   // A looser second list for the search box (not in the CLI): causes and fixes by title words.
-  Matcher.prototype.items = function (query, limit) {
+  Matcher.prototype.related = function (query, limit) {
     var self = this, known = this.known(this.tokens(query));
     if (!known.length) return [];
     var want = new Set(known), total = 0;
@@ -452,17 +476,21 @@
     return mant + (upper ? "E" : "e") + (exp < 0 ? "-" : "+") + es;
   }
 
-  function general(x, prec, alt, upper, reprStyle) {
+  function stripSci(s) {                        // '1.500e+02' -> '1.5e+02', '1.000e+02' -> '1e+02'
+    return s.replace(/(\.\d*?)0+(?=[eE])/, "$1").replace(/\.(?=[eE])/, "");
+  }
+
+  // 'g' (and the empty type with a precision, noType): Python's rules from the format spec docs
+  function general(a, prec, alt, upper, noType) {
     if (prec === 0) prec = 1;
-    var s = sci(x, prec - 1, false), exp = Number(s.slice(s.indexOf("e") + 1));
+    var s = sci(a, prec - 1, false), exp = Number(s.slice(s.indexOf("e") + 1));
     var out;
-    if (exp >= -4 && exp < (reprStyle ? prec - 1 : prec) || (reprStyle && exp >= -4 && exp < 16 && false)) {
-      out = fixed(x, Math.max(prec - 1 - exp, 0));
-      if (!alt && out.indexOf(".") >= 0) out = out.replace(/0+$/, "").replace(/\.$/, "");
-      if (reprStyle && out.indexOf(".") < 0) out += ".0";
+    if (exp >= -4 && exp < (noType ? prec - 1 : prec)) {
+      out = fixed(a, Math.max(prec - 1 - exp, 0));
+      if (!alt && out.indexOf(".") >= 0) out = out.replace(/0+$/, "").replace(/\.$/, noType ? ".0" : "");
+      if (noType && out.indexOf(".") < 0) out += ".0";
     } else {
-      out = sci(x, prec - 1, upper);
-      if (!alt) out = out.replace(/\.?0+(?=[eE])/, "");
+      out = alt ? s : stripSci(s);
     }
     return upper ? out.toUpperCase() : out;
   }
@@ -517,8 +545,8 @@
       return pad(body, "", width, fill, align || "<");
     }
     if (!isNum(x)) throw new ExprError("unsupported format string passed to " + x.t);
-    if (x.t === "bool" && !type && prec === null && !sep && !m[3]) return pad(x.v ? "True" : "False", "", width, fill, align || "<");
     var v = num(x), isInt = x.t !== "float";
+    if (isInt && type === "n") type = "d";
     if ("bcdoxX".indexOf(type) >= 0 && type) {
       if (!isInt) throw new ExprError("Unknown format code '" + type + "' for object of type 'float'");
       neg = v < 0;
@@ -543,7 +571,7 @@
       else if (type === "%") body = fixed(a * 100, prec === null ? 6 : prec) + "%";
       else if (type === "g" || type === "G" || type === "n") body = general(a, prec === null ? 6 : prec, alt, type === "G");
       else if (prec === null) body = floatRepr(a);           // no type, no precision: str()
-      else body = generalNoType(a, prec);
+      else body = general(a, prec, alt, false, true);
       if (type === "F" || type === "E" || type === "G") body = body.toUpperCase();
       if (sep && isFinite(v)) {
         var cut = body.search(/[.eE%]/), head = cut < 0 ? body : body.slice(0, cut);
@@ -552,19 +580,6 @@
     }
     var signStr = neg ? "-" : sign === "+" ? "+" : sign === " " ? " " : "";
     return pad(body, signStr, width, fill, align || ">");
-  }
-
-  function generalNoType(a, prec) {             // format(x, '.3'): like g, but keeps one decimal
-    if (prec === 0) prec = 1;
-    var s = sci(a, prec - 1, false), exp = Number(s.slice(s.indexOf("e") + 1));
-    if (exp >= -4 && exp < prec - 1 + 1 && exp < prec) {
-      var out = fixed(a, Math.max(prec - 1 - exp, 0));
-      if (out.indexOf(".") >= 0) out = out.replace(/0+$/, "").replace(/\.$/, ".0");
-      else out += ".0";
-      if (exp >= prec - 1 && out.replace(/^0\./, "").replace(".", "").replace(/^0+/, "").length > prec) return sci(a, prec - 1, false).replace(/\.?0+(?=e)/, "");
-      return out;
-    }
-    return sci(a, prec - 1, false).replace(/\.?0+(?=e)/, "");
   }
 
   function pad(body, sign, width, fill, align) {
@@ -698,7 +713,8 @@
   }
 
   var api = {
-    normalize: normalize, tokens: tokens, stem: stem, lcs: lcs, ratio: ratio, tokenSetRatio: tokenSetRatio,
+    normalize: normalize, tokens: tokens, stem: stem, lcs: lcs, ratio: ratio, tokenSortRatio: tokenSortRatio,
+    partialRatio: partialRatio,
     Matcher: Matcher, V: V, evaluate: evaluate, truthy: truthy, Unknown: Unknown, ExprError: ExprError,
     pyFormat: pyFormat, pyStr: pyStr, floatRepr: floatRepr, computeSlot: computeSlot,
     scoreCause: scoreCause, statusOf: statusOf, rank: rank, openQuestions: openQuestions, parseAnswer: parseAnswer
