@@ -1,6 +1,7 @@
 """Shared fixtures: the shipped knowledge and a minimal knowledge tree for engine/lint tests."""
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -11,6 +12,13 @@ TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
 SHARED = REPO.parent / "shared"
 sys.path.insert(0, str(TESTS))  # test helper modules (factories) import as top-level modules
+
+
+def pytest_configure(config):
+    """Keep the parse cache of the many tmp knowledge trees out of the user's ~/.cache."""
+    import tempfile
+
+    os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="llmfix-test-cache-")
 
 
 @pytest.fixture

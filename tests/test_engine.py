@@ -85,3 +85,16 @@ def test_fix_steps_compute_numbers_when_facts_are_known(kb):
     assert fix.steps == ["Divide the LR by 5: 6.0e-05", "init std 0.00587"] and fix.needs == []
     fix = next(c for c in diagnose(kb, {"nan-loss": 1.0}).causes if c.id == "nan-loss.lr-too-high").fixes[0]
     assert fix.needs == ["model.hidden_size", "train.lr"]
+
+
+def test_parse_cache_sees_every_edit(mini_root):
+    kb, _ = load_with_problems(mini_root)
+    assert kb.causes["nan-loss.lr-too-high"].prior == 0.2
+    kb, _ = load_with_problems(mini_root)  # from the cache
+    assert kb.causes["nan-loss.lr-too-high"].prior == 0.2
+    rule = mini_root / "rules" / "nan-loss.yaml"
+    rule.write_text(rule.read_text().replace("prior: 0.2", "prior: 0.3"))
+    kb, problems = load_with_problems(mini_root)
+    assert kb.causes["nan-loss.lr-too-high"].prior == 0.3 and not problems
+    rule.write_text(rule.read_text().replace("prior: 0.3", "prior: [broken"))
+    assert load_with_problems(mini_root)[1], "a broken file is reported, never served from the cache"

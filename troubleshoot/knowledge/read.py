@@ -5,7 +5,9 @@ checkout the top-level ``rules/`` and ``kb/`` are read directly.
 """
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import json
 import os
 import re
 from functools import lru_cache
@@ -54,17 +56,61 @@ def load(root: str | None = None, strict: bool = True) -> KnowledgeBase:
 def load_with_problems(root: Path) -> tuple[KnowledgeBase, list[Problem]]:
     kb, problems = KnowledgeBase(), []
     rules = root / "rules"
-    for path in sorted((rules / "_facts").glob("*.yaml")):
-        doc = _parse(path, root, problems)
+    fact_files, rule_files = sorted((rules / "_facts").glob("*.yaml")), sorted(rules.glob("*.yaml"))
+    cache = ParseCache(root, fact_files + rule_files)
+    for path in fact_files:
+        doc = cache.parse(path, problems)
         if doc is not None:
             _read_fact_file(doc, kb, problems)
-    for path in sorted(rules.glob("*.yaml")):
-        doc = _parse(path, root, problems)
+    for path in rule_files:
+        doc = cache.parse(path, problems)
         if doc is not None:
             _read_symptom(doc, path.stem, kb, problems)
+    cache.save()
     for path in sorted((root / "kb").glob("*.md")):
         _read_article(path, root, kb, problems)
     return kb, problems
+
+
+class ParseCache:
+    """Parsed YAML (data and line numbers) as JSON in the user's cache folder.
+
+    Parsing ~1 MB of rules costs more than the rest of `llmfix ask` together; the cache is keyed
+    on every file's path, size and mtime, so any edit re-parses. Unwritable cache: no cache.
+    """
+
+    def __init__(self, root: Path, files: list[Path]) -> None:
+        self.root = root
+        self.key = [[str(p.relative_to(root)), st.st_size, st.st_mtime_ns] for p in files for st in [p.stat()]]
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "llmfix"
+        self.path = base / f"parsed-{hashlib.sha1(str(root.resolve()).encode()).hexdigest()[:16]}.json"
+        self.entries: dict[str, dict] = {}
+        self.fresh = False
+        try:
+            saved = json.loads(self.path.read_text(encoding="utf-8"))
+            if saved.get("key") == self.key:
+                self.entries, self.fresh = saved["files"], True
+        except (OSError, ValueError, KeyError, AttributeError):
+            pass
+
+    def parse(self, path: Path, problems: list[Problem]) -> Located | None:
+        rel = str(path.relative_to(self.root))
+        if self.fresh and rel in self.entries:
+            return Located.cached(rel, **self.entries[rel])
+        doc = _parse(path, self.root, problems)
+        self.entries[rel] = doc.to_cache() if doc is not None else None
+        return doc
+
+    def save(self) -> None:
+        if self.fresh or any(entry is None for entry in self.entries.values()):
+            return  # files with problems are never cached: their messages must come again
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps({"key": self.key, "files": self.entries}), encoding="utf-8")
+            tmp.replace(self.path)
+        except (OSError, TypeError, ValueError):
+            pass  # read-only home, or a YAML value JSON cannot hold: simply no cache
 
 
 def _parse(path: Path, root: Path, problems: list[Problem]) -> Located | None:

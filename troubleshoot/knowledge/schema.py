@@ -57,6 +57,17 @@ class Problem:
 class Located:
     """A parsed YAML document plus the line of every node, for messages that name the line."""
 
+    @classmethod
+    def cached(cls, file: str, data: Any, lines: list) -> "Located":
+        """Rebuild from what ``to_cache`` saved (JSON keeps int vs str path parts apart)."""
+        doc = cls.__new__(cls)
+        doc.file, doc.data = file, data
+        doc.lines = {tuple(path): line for path, line in lines}
+        return doc
+
+    def to_cache(self) -> dict:
+        return {"data": self.data, "lines": [[list(path), line] for path, line in self.lines.items()]}
+
     def __init__(self, text: str, file: str) -> None:
         self.file = file
         self.lines: dict[tuple, int] = {}
