@@ -10,7 +10,8 @@ pre-LN blocks, hand-written attention so each mask bug can be switched on:
     mask_ignoring_lm    attention_mask is accepted and never applied
     leaky_lm            bidirectional attention in a model that says it is causal
     flipped_mask_lm     mask convention flipped: adds mask * -1e4 instead of (1 - mask) * -1e4
-    neg_inf_mask_lm     padding by masked_fill(-inf): an all-zero mask row gives NaN
+    neg_inf_mask_lm     padding by masked_fill(-inf): left padding spreads NaN to real tokens
+    neg_inf_mask_1layer_lm  the same with one layer: NaN stays in the all-zero row
     batch_mixing_lm     subtracts the batch mean: rows influence each other
     position_blind_lm   takes position_ids and ignores them (arange positions)
     frozen_lm           every parameter has requires_grad=False
@@ -19,6 +20,7 @@ pre-LN blocks, hand-written attention so each mask bug can be switched on:
     fp16_overflow_lm    a layer scales activations by 1e5 inside block 0's MLP
     fp16_overflow_half_lm  the same in float16: overflows to inf in its own dtype
     nan_weight_lm       one NaN in blocks.1.mlp.fc1.weight
+    *_bf16              correct_lm, leaky_lm, flipped_mask_lm in bfloat16
     hf_gpt2             a transformers GPT-2 (needs transformers)
 
 ``tiny_gpt2 / tiny_llama / tiny_bert`` build transformers models from configs (nothing is
@@ -161,6 +163,11 @@ def neg_inf_mask_lm() -> TinyLM:
     return TinyLM(mask="neg_inf")
 
 
+def neg_inf_mask_1layer_lm() -> TinyLM:
+    """One layer: the NaN of an all-zero row stays in that row (no next layer to spread it)."""
+    return TinyLM(mask="neg_inf", layers=1)
+
+
 def batch_mixing_lm() -> TinyLM:
     return TinyLM(batch_mix=True)
 
@@ -204,6 +211,18 @@ def nan_weight_lm() -> TinyLM:
     with torch.no_grad():
         model.blocks[1].mlp.fc1.weight[0, 0] = float("nan")
     return model
+
+
+def correct_lm_bf16() -> TinyLM:
+    return TinyLM().to(torch.bfloat16)
+
+
+def leaky_lm_bf16() -> TinyLM:
+    return TinyLM(causal=False).to(torch.bfloat16)
+
+
+def flipped_mask_lm_bf16() -> TinyLM:
+    return TinyLM(mask="flipped").to(torch.bfloat16)
 
 
 def not_a_module():

@@ -29,6 +29,11 @@ def run(path, ckpt=None, **options):
     return probe.run(ProbeContext(arts, options=options))
 
 
+def _write(path, text):
+    path.write_text(text)
+    return path
+
+
 def ids_of(obs, severity=None):
     return {f.id for f in obs.findings if severity is None or f.severity == severity}
 
@@ -54,7 +59,7 @@ def test_healthy_batch_gives_no_error_or_warning(tmp_path, ckpt, fmt):
         "jsonl": lambda: bf.save_jsonl(bf.records_from_batch(batch), tmp_path / "b.jsonl"),
         "list-of-dicts": lambda: bf.save_pt(bf.records_from_batch(batch), tmp_path / "b.pt"),
         "dict-of-lists": lambda: bf.save_pt({k: v.tolist() for k, v in batch.items()}, tmp_path / "b.pt"),
-        "json": lambda: (tmp_path / "b.json").write_text(json.dumps(bf.records_from_batch(batch))) and tmp_path / "b.json",
+        "json": lambda: _write(tmp_path / "b.json", json.dumps(bf.records_from_batch(batch))),
     }[fmt]()
     obs = run(path, ckpt)
     assert ids_of(obs, "error") == set() and ids_of(obs, "warning") == set(), obs.findings
@@ -361,8 +366,45 @@ def test_every_published_fact_is_registered():
     root = Path(__file__).resolve().parents[1]
     registered = set(yaml.safe_load((root / "rules/_facts/data.yaml").read_text()))
     published = set()
-    for module in ("batch.py", "text.py"):
+    for module in ("batch.py", "batch_labels.py", "text.py"):
         source = (root / "troubleshoot/probes" / module).read_text()
         published |= set(re.findall(r'publish\(obs, "([a-z_.]+)"', source))
         published |= set(re.findall(r'_rate\(obs, b, "([a-z_.]+)"', source))
     assert published and published <= registered, published - registered
+
+
+@pytest.mark.parametrize("side,pad", [("left", bf.PAD), ("right", bf.EOS)])
+def test_no_mask_padding_inferred_without_tokenizer_pad(tmp_path, side, pad):
+    batch = bf.healthy_batch(side=side, pad=pad)
+    batch["labels"] = batch["input_ids"].clone()  # pads not ignored
+    del batch["attention_mask"]
+    batch["eos_token_id"] = torch.tensor(bf.EOS)
+    obs = run(bf.save_pt(batch, tmp_path / "b.pt"))
+    assert fact(obs, "data.padding_side") == side and fact(obs, "data.mask.missing") is True
+    assert fact(obs, "data.labels.pad_not_ignored") is True
+    assert fact(obs, "data.eos.present") is True
+
+
+def test_special_token_ids_per_file_without_running_code(tmp_path):
+    from troubleshoot.loaders.tokenizer import special_token_ids, specials, vocab_sizes
+
+    folder = tmp_path / "llama3"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"vocab_size": 128256, "eos_token_id": 128001,
+                                                    "bos_token_id": 128000}))
+    (folder / "generation_config.json").write_text(json.dumps({"eos_token_id": [128001, 128009]}))
+    (folder / "tokenizer_config.json").write_text(json.dumps({
+        "added_tokens_decoder": {"128000": {"content": "<|begin_of_text|>"}, "128001": {"content": "<|end_of_text|>"},
+                                 "128009": {"content": "<|eot_id|>"}},
+        "bos_token": "<|begin_of_text|>", "eos_token": {"content": "<|end_of_text|>", "__type": "AddedToken"},
+        "pad_token": None, "chat_template": "{{ m['content'] }}<|eot_id|>"}))
+    (folder / "special_tokens_map.json").write_text(json.dumps({"eos_token": "<|unknown|>"}))
+    ids = special_token_ids(folder)
+    assert ids["config.json"] == {"eos_token_id": 128001, "bos_token_id": 128000}
+    assert ids["generation_config.json"] == {"eos_token_id": [128001, 128009]}
+    assert ids["tokenizer_config.json"] == {"eos_token_id": 128001, "bos_token_id": 128000, "pad_token_id": None}
+    assert ids["special_tokens_map.json"] == {"eos_token_id": None}  # string not in any table
+    assert ids["chat_template"] == {"eos_token_id": [128009]}
+    spec = specials(folder)
+    assert spec.eos_ids == {128001, 128009} and spec.vocab == 128256 and spec.pad is None
+    assert vocab_sizes(folder) == {"config.json": 128256}

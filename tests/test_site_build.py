@@ -6,17 +6,19 @@ rules/ + kb/ (skipped, with the reason, while `llmfix kb lint` is not clean).
 """
 from __future__ import annotations
 
+import ast
 import json
+import random
 import re
 import shutil
 import subprocess
-import textwrap
 from pathlib import Path
 
 import pytest
 
 import linkcheck
-from troubleshoot.knowledge.load import load, load_with_problems
+from troubleshoot.knowledge import load
+from troubleshoot.knowledge.read import load_with_problems
 
 HOSTILE = "<script>alert(1)</script>"
 
@@ -333,12 +335,13 @@ def test_shipped_site_pages_and_links(shipped_site):
 
 def test_every_source_is_on_the_sources_page(mini_site):
     kb, out, _ = mini_site
-    from markupsafe import escape
+    from troubleshoot.site.markup import source_anchor
 
     page = (out / "sources.html").read_text(encoding="utf-8")
     sources = {s for c in kb.causes.values() for s in c.sources} | {s for f in kb.fixes.values() for s in f.sources}
     for src in sources:
-        assert str(escape(src)) in page, src
+        assert f'id="{source_anchor(src)}"' in page, src
+    assert "004_39428b208c12ba79.txt" in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     # an arXiv id becomes a plain outside link, never a loaded resource
     assert '<a href="https://arxiv.org/abs/2309.14322" rel="noopener"' in page
 
@@ -356,7 +359,7 @@ def test_cross_links(mini_site):
     assert 'id="check-data.mask.binary"' in symptom
     # article links: a known id becomes a page link, an unknown relative link loses its href
     assert 'href="../symptoms/loss-spike.html"' in symptom and "nowhere.md" not in symptom
-    assert 'href="../articles/checkpoints.html"' in (out / "index.html").read_text(encoding="utf-8")
+    assert 'href="articles/checkpoints.html"' in (out / "index.html").read_text(encoding="utf-8")
 
 
 def test_seed_lessons_come_from_the_knowledge(mini_site):
@@ -374,7 +377,8 @@ def test_decision_tree_labels_and_order(mini_site):
 
     page = (out / "symptoms" / "nan-loss.html").read_text(encoding="utf-8")
     svg = page[page.index("<svg"):page.index("</svg>")]
-    assert "×30 / ×0.05 ✓" in svg and "×5 / ×0.3" in svg
+    text = re.sub(r"<[^>]+>", "", svg)
+    assert "×30 / ×0.05 ✓" in text and "×5 / ×0.3" in text
     assert "n-probe" in svg and "weights.nonfinite" in svg      # probe-only fact drawn dashed
     order = question_order(kb, "nan-loss")
     first = re.search(r"<text[^>]*>1\. ([^<]+)</text>", svg).group(1)
@@ -390,11 +394,10 @@ def test_hostile_knowledge_is_inert(mini_site):
         text = path.read_text(encoding="utf-8")
         assert HOSTILE not in text, path
         assert "<img" not in text and "<iframe" not in text, path
-        assert "javascript:" not in text.replace("javascript:alert(5)", "") or path.suffix == ".js", path
         if path.suffix == ".html":
             tags = re.findall(r"<script\b[^>]*>.*?</script>", text, re.S)
             assert all(own_script.fullmatch(t) for t in tags), (path, tags)
-            assert "onerror=" not in re.sub(r"&lt;.*?&gt;", "", text), path
+            assert not re.search(r"<[a-z][^>]*\sonerror=", text, re.I), path
             assert not re.search(r"<a [^>]*href=\"javascript:", text, re.I), path
         if path.parent.name == "data":
             assert "<" not in text and ">" not in text, path   # \u003c: inert even inline
@@ -465,20 +468,170 @@ def test_expression_trees_cover_the_whitelist():
         expr_tree("__import__('os')")
 
 
+# --------------------------------------------------------------------------- JS == Python
+# The same cases run through static/llmfix.js (under node here, in Chromium in the browser test)
+# and through troubleshoot.matcher / troubleshoot.engine / expr.render_template; results must match.
+AGREEMENT_JS = r"""
+function runCases(L, index, symptoms, input) {
+  var m = new L.Matcher(index);
+  var out = {matches: input.queries.map(function (q) {
+    return m.match(q).map(function (r) { return [r.id, r.score]; }); }), states: []};
+  input.states.forEach(function (st) {
+    var sym = symptoms[st.symptom];
+    if (!sym) { out.states.push(null); return; }
+    var facts = new Map();
+    st.facts.forEach(function (f) { facts.set(f[0], L.V(f[1], f[2])); });
+    var ranked = L.rank(sym, facts).map(function (r) { return [r.id, r.score, r.status]; });
+    var questions = L.openQuestions(sym, facts, new Set(st.unknown)).map(function (q) { return q.fact; });
+    var steps = {};
+    Object.keys(sym.fixes).forEach(function (fid) {
+      steps[fid] = sym.fixes[fid].steps.map(function (slots) {
+        return slots.map(function (s) { return s.expr ? L.computeSlot(s, facts).text : s.text; }).join("");
+      });
+    });
+    out.states.push({ranked: ranked, questions: questions, steps: steps});
+  });
+  return out;
+}
+"""
+
+NODE_RUNNER = AGREEMENT_JS + r"""
+const fs = require("fs"), path = require("path"), vm = require("vm");
+global.window = global;
+const site = process.argv[2];
+for (const f of fs.readdirSync(path.join(site, "data")).sort())
+  vm.runInThisContext(fs.readFileSync(path.join(site, "data", f), "utf8"));
+vm.runInThisContext(fs.readFileSync(path.join(site, "static", "llmfix.js"), "utf8"));
+const input = JSON.parse(fs.readFileSync(process.argv[3], "utf8"));
+console.log(JSON.stringify(runCases(window.LLMFIX, window.LLMFIX_SEARCH, window.LLMFIX_SYMPTOMS, input)));
+"""
+
+
+def _typed(value) -> list:
+    kind = {bool: "bool", int: "int", float: "float", str: "str"}[type(value)]
+    return [kind, value]
+
+
+def _numbers_near(kb, name: str) -> list:
+    """Numbers around the constants the conditions compare this fact with (both sides of each edge)."""
+    out = {0, 1, 3}
+    for cause in kb.causes.values():
+        for ev in cause.evidence:
+            if name in ev.when.facts:
+                for node in ast.walk(ast.parse(ev.when.source, mode="eval")):
+                    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) \
+                            and not isinstance(node.value, bool):
+                        c = node.value
+                        out |= {c, c * 2, c / 2, c + 1, c - 1, -c}
+    return sorted(out, key=repr)
+
+
+def agreement_cases(kb, seed: int = 7, states_per_symptom: int = 25, symptoms=None) -> dict:
+    """Queries and fact states, with what the Python matcher and engine say about each."""
+    from troubleshoot.engine import State, open_questions, rank
+    from troubleshoot.knowledge.expr import render_template
+    from troubleshoot.matcher import SymptomMatcher
+    from troubleshoot.observations import Fact
+
+    rng = random.Random(seed)
+    aliases = [a for s in kb.symptoms.values() for a in s.all_aliases()]
+    queries = ["loss变nan", "loss went nan", "", "  ", "模型输出重复", "怎么解决loss变nan的问题", "overflwo",
+               "nccl timout after 1800 seconds", "Loss NaN!!!", "ｌｏｓｓ　ｎａｎ", "training", "12abc x 7",
+               "RuntimeError: CUDA error: device-side assert triggered"]
+    queries += rng.sample(aliases, min(40, len(aliases)))
+    for alias in rng.sample(aliases, min(25, len(aliases))):
+        chars = list(alias)
+        for _ in range(rng.randint(1, 3)):                     # typos
+            i = rng.randrange(len(chars) or 1)
+            chars[i:i + 1] = rng.choice([[], [rng.choice("abcxyz")], chars[i:i + 1] * 2])
+        words = "".join(chars).split()
+        rng.shuffle(words)
+        queries.append(" ".join(words))
+    for alias in rng.sample(aliases, min(10, len(aliases))):   # pasted inside a longer report
+        queries.append(f"[rank3]: step 1200 {alias} while training, see log above " * rng.randint(1, 3))
+    matcher = SymptomMatcher(kb)
+    py_matches = [[[m.id, m.score] for m in matcher.match(q)] for q in queries]
+
+    states, py_states = [], []
+    for sid in symptoms or kb.symptoms:
+        s = kb.symptoms[sid]
+        checks = {c.fact for c in s.checks}
+        names = sorted(checks | {f for c in s.causes for ev in c.evidence for f in ev.when.facts}
+                       | {f for c in s.causes for fid in c.fixes if fid in kb.fixes
+                          for step in kb.fixes[fid].steps for f in re.findall(r"[a-z_]+\.[a-z0-9_.]+", step)
+                          if f in kb.facts})
+        for _ in range(states_per_symptom):
+            facts, unknown = {}, []
+            for name in names:
+                r = rng.random()
+                if r < 0.4:
+                    continue
+                if r < 0.5 and name in checks:
+                    unknown.append(name)
+                    continue
+                spec = kb.facts.get(name)
+                kind = spec.type if spec else "text"
+                if kind == "bool":
+                    facts[name] = rng.random() < 0.5
+                elif kind == "number":
+                    facts[name] = rng.choice(_numbers_near(kb, name))
+                elif kind == "choice":
+                    facts[name] = rng.choice(spec.choices)
+                else:
+                    facts[name] = rng.choice(["", "x", "fp16", "none"])
+            state = State(kb, {sid: 1.0}, {n: Fact(n, v, "user") for n, v in facts.items()}, set(unknown))
+            values = state.values()
+            steps = {fid: [render_template(step, values)[0] for step in kb.fixes[fid].steps]
+                     for c in s.causes for fid in c.fixes if fid in kb.fixes}
+            states.append({"symptom": sid, "facts": [[n, *_typed(v)] for n, v in facts.items()],
+                           "unknown": unknown})
+            py_states.append({"ranked": [[c.id, c.score, c.status] for c in rank(state)],
+                              "questions": [q.fact for q in open_questions(state)], "steps": steps})
+    return {"js_input": {"queries": queries, "states": states}, "queries": queries,
+            "matches": py_matches, "states": py_states}
+
+
+def compare_agreement(cases: dict, js: dict, min_states: int = 1) -> None:
+    for query, py, got in zip(cases["queries"], cases["matches"], js["matches"]):
+        assert got == py, f"search {query!r}: JS {got[:3]} != Python {py[:3]}"
+    compared = 0
+    for state, py, got in zip(cases["js_input"]["states"], cases["states"], js["states"]):
+        if got is None:
+            continue
+        compared += 1
+        where = f"{state['symptom']} with {state['facts']} unknown {state['unknown']}"
+        assert [r[0] for r in got["ranked"]] == [r[0] for r in py["ranked"]], f"ranking differs: {where}"
+        for g, p in zip(got["ranked"], py["ranked"]):
+            assert g[1] == pytest.approx(p[1], rel=1e-12, abs=1e-15) and g[2] == p[2], f"{g} != {p}: {where}"
+        assert got["questions"] == py["questions"], f"question order differs: {where}"
+        for fid, steps in py["steps"].items():
+            for g, p in zip(got["steps"][fid], steps):
+                if "(cannot compute" not in p:
+                    assert g == p, f"{fid}: JS {g!r} != Python {p!r} ({where})"
+    assert compared >= min_states
+
+
 NODE = shutil.which("node")
 
 
 @pytest.mark.skipif(NODE is None, reason="node is not installed (the browser test checks the same in Chromium)")
 def test_js_engine_and_matcher_agree_with_python_in_node(mini_site, tmp_path):
     """Run static/llmfix.js under node on the exported data; compare with the Python engine/matcher."""
-    import agreement
-
     kb, out, _ = mini_site
-    cases = agreement.cases(kb, seed=7, n=60)
-    script = tmp_path / "run.js"
-    script.write_text(agreement.NODE_RUNNER.format(site=json.dumps(str(out))), encoding="utf-8")
-    (tmp_path / "cases.json").write_text(json.dumps(cases["js_input"]), encoding="utf-8")
-    result = subprocess.run([NODE, str(script), str(tmp_path / "cases.json")], capture_output=True, text=True,
-                            timeout=60)
-    assert result.returncode == 0, result.stderr
-    agreement.compare(cases, json.loads(result.stdout))
+    _agree_in_node(kb, out, tmp_path)
+
+
+@pytest.mark.skipif(NODE is None, reason="node is not installed (the browser test checks the same in Chromium)")
+def test_js_agrees_with_python_on_the_shipped_knowledge(shipped_site, tmp_path):
+    kb, out, _ = shipped_site
+    _agree_in_node(kb, out, tmp_path, per_symptom=12)
+
+
+def _agree_in_node(kb, out: Path, tmp: Path, per_symptom: int = 25) -> None:
+    cases = agreement_cases(kb, states_per_symptom=per_symptom)
+    (tmp / "run.js").write_text(NODE_RUNNER, encoding="utf-8")
+    (tmp / "cases.json").write_text(json.dumps(cases["js_input"]), encoding="utf-8")
+    result = subprocess.run([NODE, str(tmp / "run.js"), str(out), str(tmp / "cases.json")],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    compare_agreement(cases, json.loads(result.stdout), min_states=len(kb.symptoms))

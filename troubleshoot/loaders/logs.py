@@ -388,9 +388,15 @@ def _megatron_record(line: str, lineno: int) -> Record | None:
     m = MEG_FAST.search(line) if len(line) < 4096 else None
     if m:
         it, unit, secs, lr, gbs, loss, ls, gn, sk, nan = m.groups()
-        s = _num(secs)
-        return Record("train", int(it), _num(loss), _num(lr), _num(gn), _num(ls), int(sk), int(nan),
-                      None, s / 1000.0 if s is not None and unit == "ms" else s, float(gbs), lineno)
+        try:  # the common case; odd values ('nan', '-') take the careful path below
+            s = float(secs)
+            return Record("train", int(it), float(loss), float(lr), None if gn is None else float(gn),
+                          None if ls is None else float(ls), int(sk), int(nan), None,
+                          s / 1000.0 if unit == "ms" else s, float(gbs), lineno)
+        except ValueError:
+            s = _num(secs)
+            return Record("train", int(it), _num(loss), _num(lr), _num(gn), _num(ls), int(sk), int(nan),
+                          None, s / 1000.0 if s is not None and unit == "ms" else s, float(gbs), lineno)
     m = MEG_ITER.search(line)
     if not m:
         return None

@@ -127,7 +127,7 @@ def instabilities(s: Summary) -> list[Instability]:
                                ev.end or ev.peak_it, ev))
     d = S.drift(s.blocks)
     if d and not any(i.severity == "error" and i.onset <= d.onset + iv * s.blocks.size for i in out):
-        out.append(Instability("divergence", "error", d.onset, d.onset - iv, s.last_it or d.onset))
+        out.append(Instability("divergence", "error", d.onset, d.min_it, d.onset))  # no data window
     if s.nan:
         fin = s.last_finite
         bound = fin[0] if fin and fin[0] < s.nan[0] else s.nan[0] - iv
@@ -172,6 +172,13 @@ def near_warmup(s: Summary, onset: int) -> bool | None:
     if w is None:
         return None
     return w - BEFORE_WARMUP_FRACTION * w <= onset <= w + AFTER_WARMUP_FACTOR * max(w, 1)
+
+
+def plateau(rd: "Reading") -> tuple[int, float] | None:
+    """A flat loss, unless it is flat because it is rising (divergence) or unrecovered."""
+    if any(i.severity == "error" and i.what in ("divergence", "spike") for i in rd.insts):
+        return None
+    return S.plateau(rd.summary.blocks, rd.summary.records)
 
 
 @dataclass
@@ -266,7 +273,7 @@ def findings(rd: Reading, obs: Observations) -> None:
     _lr_finding(rd, obs)
     if rd.main:
         _rollback_findings(rd, obs)
-    p = S.plateau(s.blocks, s.records)
+    p = plateau(rd)
     if p:
         stuck = s.first_loss is not None and p[1] >= 0.9 * s.first_loss
         obs.find("logs.plateau", "warning" if stuck else "info",
@@ -474,7 +481,7 @@ def facts(rd: Reading, obs: Observations) -> None:
             if sp.event.recovered:
                 f("logs.recovery_iterations", sp.event.end - sp.event.onset)
         f("logs.divergence", any(i.what == "divergence" and i.severity == "error" for i in rd.insts))
-        f("logs.plateau", S.plateau(s.blocks, s.records) is not None)
+        f("logs.plateau", plateau(rd) is not None)
     if any(g == g for g in s.blocks.gn):
         f("logs.grad_norm_explosion", any(not is_blip(s, g) for g in s.gn.events))
     if s.ls.seen or s.overflow_lines or s.ds_skipped:

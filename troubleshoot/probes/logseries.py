@@ -26,7 +26,7 @@ LEVEL_WINDOW = 8          # records whose median is the level a new value is com
 NOISE_WINDOW = 32         # successive differences behind the noise estimate sigma
 MIN_NOISE_POINTS = 8      # fewer differences: sigma unknown, only the relative floor applies
 LOOKBACK = 32             # records kept to locate where a rise began
-REFRESH_RECORDS = 4       # level / sigma / threshold recomputed every 4 ordinary records
+REFRESH_RECORDS = 8       # level / sigma / threshold recomputed every 8 ordinary records
 SPIKE_Z = 6.0             # loss spike: value > level + max(SPIKE_Z * sigma, SPIKE_REL * level)
 SPIKE_REL = 0.10
 RECOVER_Z = 3.0           # recovered: value <= level + max(RECOVER_Z * sigma, RECOVER_REL * level)
@@ -352,6 +352,9 @@ class LRTracker:
         self.last_it: int | None = None
 
     def update(self, it: int, lr: float | None, line: int) -> None:
+        if lr == self.prev:
+            self.prev_it = self.last_it = it
+            return
         if lr is None or not math.isfinite(lr):
             return
         if self.first is None:
@@ -399,21 +402,24 @@ class Blocks:
 
     def add(self, it: int, loss: float | None, gn: float | None, ls: float | None,
             lr: float | None, tps: float | None) -> None:
-        self._cur.append((it, loss, gn, ls, lr, tps))
-        if len(self._cur) >= self.size:
+        """One record; every value finite (and gn, ls > 0) or None."""
+        cur = self._cur
+        cur.append((it, loss, gn, ls, lr, tps))
+        if len(cur) >= self.size:
             self._flush()
 
     def _flush(self) -> None:
         cur, self._cur = self._cur, []
         if not cur:
             return
+        its, loss, gn, ls, lr, tps = zip(*cur)
         nan = math.nan
-        losses = [c[1] for c in cur if c[1] is not None and math.isfinite(c[1])]
-        gns = [c[2] for c in cur if c[2] is not None and c[2] > 0 and math.isfinite(c[2])]
-        lss = [c[3] for c in cur if c[3] is not None and c[3] > 0]
-        lrs = [c[4] for c in cur if c[4] is not None]
-        tps = [c[5] for c in cur if c[5] is not None]
-        self.it.append(cur[-1][0])
+        losses = [x for x in loss if x is not None]
+        gns = [x for x in gn if x is not None]
+        lss = [x for x in ls if x is not None]
+        lrs = [x for x in lr if x is not None]
+        tpss = [x for x in tps if x is not None]
+        self.it.append(its[-1])
         self.loss.append(median(losses) if losses else nan)
         self.loss_lo.append(min(losses) if losses else nan)
         self.loss_hi.append(max(losses) if losses else nan)
@@ -421,7 +427,7 @@ class Blocks:
         self.ls.append(min(lss) if lss else nan)
         self.ls_hi.append(max(lss) if lss else nan)
         self.lr.append(lrs[-1] if lrs else nan)
-        self.tps.append(median(tps) if tps else nan)
+        self.tps.append(median(tpss) if tpss else nan)
         if len(self.it) >= MAX_BLOCKS:
             self._halve()
 
@@ -475,7 +481,7 @@ def _finite(its, xs) -> tuple[list[int], list[float]]:
 
 @dataclass
 class Drift:
-    onset: int
+    onset: int        # the first block after the minimum of the smoothed loss
     minimum: float
     min_it: int
     final: float
@@ -494,11 +500,7 @@ def drift(blocks: Blocks) -> Drift | None:
     if (final < m + abs(m) * DRIFT_REL or final - m < DRIFT_Z * sigma
             or (len(s) - 1 - i_min) * blocks.size < DRIFT_MIN_RECORDS):
         return None
-    j = i_min
-    for k in range(i_min, len(s)):
-        if s[k] <= m + abs(m) * DRIFT_REL / 4:
-            j = k
-    return Drift(its[min(j + 1, len(its) - 1)], m, its[i_min], final)
+    return Drift(its[min(i_min + 1, len(its) - 1)], m, its[i_min], final)
 
 
 def plateau(blocks: Blocks, records: int) -> tuple[int, float] | None:
@@ -734,7 +736,10 @@ class Analysis:
         secs = r.seconds
         if secs and r.batch:
             secs /= r.batch
-        s.blocks.add(it, loss, gn, scale, lr, secs)
+        s.blocks.add(it, loss if loss is not None and isfinite(loss) else None,
+                     gn if gn is not None and gn > 0 and isfinite(gn) else None,
+                     scale if scale is not None and scale > 0 and isfinite(scale) else None,
+                     lr if lr is not None and isfinite(lr) else None, secs)
 
     def _error(self, r: Record) -> None:
         s = self.s

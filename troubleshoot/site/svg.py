@@ -22,7 +22,7 @@ FONT = 12.5
 X_SYM, W_SYM = 4, 132
 X_FACT, W_FACT = 172, 212
 X_LAB, W_LAB = 420, 108
-X_CAUSE, W_CAUSE = 564, 244
+X_CAUSE, W_CAUSE = 564, 300
 WIDTH = X_CAUSE + W_CAUSE + 4
 PAD = 8
 
@@ -106,9 +106,9 @@ def decision_tree(kb: KnowledgeBase, symptom: Symptom, order: list[str], base: s
     for fact in facts:
         out.append(_curve(X_SYM + W_SYM, y_sym, X_FACT, y_fact[fact], "e-sym"))
     for e in edges:
-        direction = "up" if e.ev.lr >= 1 else "down"
-        out.append(_curve(X_FACT + W_FACT, y_fact[e.fact], X_LAB, y_row(e.row), f"e-{direction}"))
-        out.append(_curve(X_LAB + W_LAB, y_row(e.row), X_CAUSE, y_cause[e.cause.id], f"e-{direction}"))
+        cls = "e-ok" if e.ev.confirms else "e-ev"
+        out.append(_curve(X_FACT + W_FACT, y_fact[e.fact], X_LAB, y_row(e.row), cls))
+        out.append(_curve(X_LAB + W_LAB, y_row(e.row), X_CAUSE, y_cause[e.cause.id], cls))
     # symptom
     lines = wrap(symptom.title, W_SYM - 12, 4)
     h = max(NODE_H, 16 * len(lines) + 10)
@@ -139,10 +139,17 @@ def decision_tree(kb: KnowledgeBase, symptom: Symptom, order: list[str], base: s
         tip = (f"{e.cause.title}: if {e.ev.when.source} holds ×{e.ev.lr:g}"
                + (f", otherwise ×{e.ev.else_lr:g}" if e.ev.else_lr != 1 else "")
                + (" (confirms)" if e.ev.confirms else "") + (f". {e.ev.says}" if e.ev.says else ""))
-        direction = "up" if e.ev.lr >= 1 else "down"
-        out.append(f'<g class="lab lab-{direction}"><title>{escape(tip)}</title>'
+        parts = [(ratio(e.ev.lr), _dir(e.ev.lr))]
+        if e.ev.else_lr != 1:
+            parts += [(" / ", ""), (ratio(e.ev.else_lr), _dir(e.ev.else_lr))]
+        if e.ev.confirms:
+            parts.append((" ✓", "t-ok"))
+        if text_width(text, 11, 0.6) > W_LAB - 8:   # too long to colour piece by piece: cut it
+            parts = [(fit(text, W_LAB - 8, 11, 0.6), _dir(e.ev.lr))]
+        spans = "".join(f'<tspan class="{cls}">{escape(t)}</tspan>' if cls else escape(t) for t, cls in parts)
+        out.append(f'<g class="lab{" lab-ok" if e.ev.confirms else ""}"><title>{escape(tip)}</title>'
                    f'<rect x="{X_LAB}" y="{y - 10:.1f}" width="{W_LAB}" height="20" rx="10"/>'
-                   f'<text x="{X_LAB + W_LAB / 2}" y="{y + 4:.1f}" text-anchor="middle">{escape(fit(text, W_LAB - 8, 11, 0.6))}</text></g>')
+                   f'<text x="{X_LAB + W_LAB / 2}" y="{y + 4:.1f}" text-anchor="middle">{spans}</text></g>')
     # causes
     for cause in causes:
         y = y_cause[cause.id]
@@ -153,6 +160,10 @@ def decision_tree(kb: KnowledgeBase, symptom: Symptom, order: list[str], base: s
                    f'<text x="{X_CAUSE + 8}" y="{y + 4:.1f}">{escape(fit(cause.title, W_CAUSE - 16))}</text></a>')
     out.append("</svg>")
     return Markup("\n".join(out))
+
+
+def _dir(x: float) -> str:
+    return "t-up" if x > 1 else "t-down" if x < 1 else ""
 
 
 def _curve(x1: float, y1: float, x2: float, y2: float, cls: str) -> str:

@@ -148,7 +148,8 @@
   }
 
   // ------------------------------------------------------------------ troubleshooter
-  function storeKey() { return "llmfix:" + symptom.id; }
+  // per page path: every site opened from file:// shares one origin, hence one sessionStorage
+  function storeKey() { return "llmfix:" + window.location.pathname + ":" + symptom.id; }
 
   function save() {
     try {
@@ -230,13 +231,16 @@
     return card;
   }
 
+  // RankedCause.explain(): 'prior 0.10 × 30 (data.mask.binary = no) → 0.77', one factor per item
   function explain(r) {
     var parts = ["prior " + L.pyFormat(L.V("float", r.cause.prior), ".2f")];
     r.lines.forEach(function (line) {
       if (line.factor === 1) return;
-      var vals = line.facts.map(function (f) { return f + " = " + show(facts.get(f)); }).join(", ");
+      var vals = line.facts.filter(function (f) { return facts.has(f); })
+        .map(function (f) { return f + " = " + show(facts.get(f)); }).join(", ");
       parts.push("× " + L.pyFormat(L.V("float", line.factor), "g") + " (" + vals + ")");
     });
+    if (parts.length === 1) return parts[0];
     return parts.join(" ") + " → " + L.pyFormat(L.V("float", r.score), ".2f");
   }
 
