@@ -16,7 +16,6 @@ import json
 import os
 import shutil
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -50,7 +49,7 @@ def driver():
     opts.binary_location = str(CHROMIUM)
     for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
-                "--window-size=1280,1000", f"--user-data-dir={profile}"):
+            "--window-size=1280,1000", f"--user-data-dir={profile}"):
         opts.add_argument(arg)
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     try:
@@ -130,8 +129,8 @@ def _options(kb, fact: str) -> list:
     return [None]
 
 
-def _best_answer(kb, sid: str, facts: dict, unknown: set, fact: str):
-    """The answer that puts TARGET furthest ahead of every other cause (the engine decides)."""
+def _best_answer(kb, sid: str, facts: dict, unknown: set, fact: str, target: str = TARGET):
+    """The answer that puts ``target`` furthest ahead of every other cause (the engine decides)."""
     from troubleshoot.engine import State, rank
     from troubleshoot.observations import Fact
 
@@ -143,8 +142,8 @@ def _best_answer(kb, sid: str, facts: dict, unknown: set, fact: str):
         else:
             f[fact] = value
         ranked = rank(State(kb, {sid: 1.0}, {n: Fact(n, v, "user") for n, v in f.items()}, u))
-        mine = next(c for c in ranked if c.id == TARGET)
-        best_other = max((c.score for c in ranked if c.id != TARGET), default=0.0)
+        mine = next(c for c in ranked if c.id == target)
+        best_other = max((c.score for c in ranked if c.id != target), default=0.0)
         return (mine.status == "confirmed", mine.score - best_other)
 
     return max(_options(kb, fact), key=margin)
@@ -180,7 +179,8 @@ def _click_answer(drv, kb, fact: str, value) -> None:
         card.find_element(By.CSS_SELECTOR, "input.ts-input").send_keys(repr(value), Keys.ENTER)
 
 
-def _walk_nan_loss(drv, kb, site: Path, shots: Path) -> list:
+def _walk_nan_loss(drv, kb, site: Path, shots: Path, target: str = TARGET) -> list:
+    """Answer the page's next question until none is left, checking the page against Python."""
     sid = "nan-loss"
     open_page(drv, site / "symptoms" / f"{sid}.html")
     drv.execute_script("window.sessionStorage.clear()")   # answers survive reloads: start fresh
@@ -192,18 +192,21 @@ def _walk_nan_loss(drv, kb, site: Path, shots: Path) -> list:
         if not page[1]:
             break
         fact = page[1][0]
-        value = _best_answer(kb, sid, facts, unknown, fact)
+        value = _best_answer(kb, sid, facts, unknown, fact, target)
         _click_answer(drv, kb, fact, value)
         walked.append((fact, value))
+        if len(walked) == 1:   # mid-walk: an answer, the next question, a re-ranked list (README shot)
+            WebDriverWait(drv, 5).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, ".ts-answers li")) == 1)
+            drv.execute_script("window.scrollTo(0, 0)")
+            drv.save_screenshot(str(shots / "midwalk.png"))
         if value is None:
             unknown.add(fact)
         else:
             facts[fact] = value
         WebDriverWait(drv, 5).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, ".ts-answers li")) == len(walked))
     first = drv.find_element(By.CSS_SELECTOR, "#ts-causes li[data-cause]")
-    assert first.get_attribute("data-cause") == TARGET, walked
+    assert first.get_attribute("data-cause") == target, walked
     assert first.get_attribute("data-status") in ("confirmed", "likely")
-    assert ("data.mask.binary", False) in walked
     assert not console_errors(drv), console_errors(drv)
     drv.execute_script("document.getElementById('troubleshoot').scrollIntoView()")
     drv.save_screenshot(str(shots / "walk.png"))
@@ -216,23 +219,35 @@ def test_walk_nan_loss_tree(driver, mini, tmp_path):
 
 
 def test_walk_nan_loss_tree_shipped(driver, shipped, tmp_path):
-    _walk_nan_loss(driver, *shipped, tmp_path)
-    _screenshots(driver, shipped[1], tmp_path)
+    walked = _walk_nan_loss(driver, *shipped, tmp_path)
+    assert ("data.mask.binary", False) in walked
+    _screenshots(driver, shipped[1], tmp_path, readme=True)
 
 
-def _screenshots(drv, site: Path, shots: Path) -> None:
+def test_walk_with_numbers_and_dont_know(driver, mini, tmp_path):
+    """Typed numbers and "don't know" go through the same checks (towards the LR cause this time)."""
+    walked = _walk_nan_loss(driver, *mini, tmp_path, target="nan-loss.lr-too-high")
+    kinds = {type(v).__name__ for _, v in walked}
+    assert {"float", "bool"} <= kinds or {"int", "bool"} <= kinds, walked
+    assert any(f == "logs.nan_step" for f, _ in walked)   # asked only after train.lr (`after:`)
+    answers = driver.find_elements(By.CSS_SELECTOR, ".ts-answers li")
+    assert len(answers) == len(walked)
+    answers[0].find_element(By.CSS_SELECTOR, "button.undo").click()      # "change" forgets an answer
+    WebDriverWait(driver, 5).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, ".ts-answers li")) == len(walked) - 1)
+    assert driver.find_element(By.CSS_SELECTOR, "#ts-ask .ts-next").get_attribute("data-fact") == walked[0][0]
+
+
+def _screenshots(drv, site: Path, shots: Path, readme: bool = False) -> None:
     """Desktop screenshot of the walked troubleshooter; phone width: no horizontal scrolling."""
-    drv.set_window_size(1280, 1000)
-    drv.execute_script("document.getElementById('troubleshoot').scrollIntoView()")
-    drv.save_screenshot(str(shots / "desktop.png"))
-    if os.environ.get("LLMFIX_UPDATE_SCREENSHOT") == "1":
-        shutil.copyfile(shots / "desktop.png", REPO / "docs" / "site-screenshot.png")
+    if readme and os.environ.get("LLMFIX_UPDATE_SCREENSHOT") == "1":
+        shutil.copyfile(shots / "midwalk.png", REPO / "docs" / "site-screenshot.png")
     try:
         drv.set_window_size(390, 844)
-        for page in ("index.html", "symptoms/nan-loss.html", f"causes/{TARGET}.html", "sources.html"):
+        for page in ("index.html", f"causes/{TARGET}.html", "sources.html", "symptoms/nan-loss.html"):
             open_page(drv, site / page)
             width, inner = drv.execute_script("return [document.documentElement.scrollWidth, window.innerWidth]")
             assert width <= inner, f"{page}: {width}px wide at a {inner}px phone screen"
+        drv.execute_script("document.getElementById('troubleshoot').scrollIntoView()")
         drv.save_screenshot(str(shots / "phone.png"))
     finally:
         drv.set_window_size(1280, 1000)
@@ -241,7 +256,7 @@ def _screenshots(drv, site: Path, shots: Path) -> None:
 def test_phone_width_and_screenshots(driver, mini, tmp_path):
     _walk_nan_loss(driver, *mini, tmp_path)
     _screenshots(driver, mini[1], tmp_path)
-    assert (tmp_path / "desktop.png").stat().st_size > 10_000 and (tmp_path / "phone.png").stat().st_size > 5_000
+    assert (tmp_path / "midwalk.png").stat().st_size > 10_000 and (tmp_path / "phone.png").stat().st_size > 5_000
 
 
 # --------------------------------------------------------------------------- numbers in fix steps

@@ -432,27 +432,22 @@ def test_rebuild_replaces_an_old_site_but_refuses_other_folders(mini_site, tmp_p
     assert (busy / "notes.txt").read_text(encoding="utf-8") == "mine"
 
 
-def test_cli_site_build(tmp_path):
+def test_cli_site_build(tmp_path, monkeypatch):
     from click.testing import CliRunner
 
     from troubleshoot import cli
 
     kb = mini_kb(tmp_path / "kb")
+    monkeypatch.setattr(cli, "_kb", lambda: kb)   # load() is cached per root: hand the tree in directly
     runner = CliRunner()
-    import troubleshoot.cli as cli_module
-
-    original = cli_module._kb
-    cli_module._kb = lambda: kb
-    try:
-        result = runner.invoke(cli.main, ["site", "build", str(tmp_path / "out")])
-        assert result.exit_code == 0, result.output
-        assert "pages" in result.output
-        (tmp_path / "other").mkdir()
-        (tmp_path / "other" / "x").write_text("x")
-        result = runner.invoke(cli.main, ["site", "build", str(tmp_path / "other")])
-        assert result.exit_code == 2 and "Error:" in result.output and "Traceback" not in result.output
-    finally:
-        cli_module._kb = original
+    result = runner.invoke(cli.main, ["site", "build", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert re.search(r"wrote \d+ pages", result.output)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "x").write_text("x")
+    result = runner.invoke(cli.main, ["site", "build", str(tmp_path / "other")])
+    assert result.exit_code == 2 and "Error:" in result.output and "not empty" in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
 
 
 # --------------------------------------------------------------------------- data agrees with Python
@@ -549,6 +544,9 @@ def agreement_cases(kb, seed: int = 7, states_per_symptom: int = 25, symptoms=No
         queries.append(" ".join(words))
     for alias in rng.sample(aliases, min(10, len(aliases))):   # pasted inside a longer report
         queries.append(f"[rank3]: step 1200 {alias} while training, see log above " * rng.randint(1, 3))
+    words = " ".join(aliases).split()
+    for _ in range(6):                                          # long pastes mixing several symptoms
+        queries.append(" ".join(rng.choice(words) for _ in range(rng.randint(40, 120))))
     matcher = SymptomMatcher(kb)
     py_matches = [[[m.id, m.score] for m in matcher.match(q)] for q in queries]
 
@@ -635,3 +633,37 @@ def _agree_in_node(kb, out: Path, tmp: Path, per_symptom: int = 25) -> None:
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     compare_agreement(cases, json.loads(result.stdout), min_states=len(kb.symptoms))
+
+
+# --------------------------------------------------------------------------- serve
+def test_serve_on_localhost_and_ctrl_c_exits_cleanly(mini_site, tmp_path):
+    """`llmfix site serve --port 0 --dir SITE`: 127.0.0.1 only, serves the pages, SIGINT -> exit 0."""
+    import os
+    import signal
+    import sys
+    import urllib.request
+
+    kb, out, _ = mini_site
+    root = write_tree(tmp_path / "kb")
+    env = {**os.environ, "LLMFIX_KNOWLEDGE": str(root), "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "troubleshoot", "site", "serve", "--port", "0", "--dir", str(out)],
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
+    try:
+        line = proc.stderr.readline()
+        match = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+        assert match, line
+        with urllib.request.urlopen(f"http://127.0.0.1:{match.group(1)}/symptoms/nan-loss.html", timeout=10) as resp:
+            assert resp.status == 200 and b"Loss becomes NaN" in resp.read()
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=10) == 0
+        assert "Traceback" not in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_serve_refuses_a_folder_without_a_site(tmp_path):
+    from troubleshoot.site.build import SiteError, serve
+
+    with pytest.raises(SiteError, match="no index.html"):
+        serve(None, 0, str(tmp_path))

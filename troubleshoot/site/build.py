@@ -22,13 +22,13 @@ import shutil
 import socketserver
 import sys
 import tempfile
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import click
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
-from markupsafe import Markup
 
 from .. import __version__
 from ..engine import State, rank
@@ -86,9 +86,27 @@ def citations(kb: KnowledgeBase) -> dict[str, Citations]:
     return dict(sorted(table.items(), key=lambda kv: (not SEED.search(kv[0]), kv[0].casefold())))
 
 
+# How the articles' reference lists name a seed: "- LiBai FAQ: 000_….txt (…)" or
+# "- Seed 001_….txt (OPT: …)"; the most frequent label becomes the seed's display name.
+_SEED_LABELS = (re.compile(r"^\s*[-*]\s+([^:\n()]{3,60}):\s+(?:seed\s+)?(\d{3}_[0-9a-f]{16}\.txt)", re.M | re.I),
+                re.compile(r"^\s*[-*]\s+seed\s+(\d{3}_[0-9a-f]{16}\.txt)\s+\(([^:\n()]{2,40}):", re.M | re.I))
+
+
+def seed_names(kb: KnowledgeBase) -> dict[str, str]:
+    """seed file -> the name the articles give it, when they give one."""
+    votes: dict[str, Counter] = {}
+    for article in kb.articles.values():
+        for name, seed in _SEED_LABELS[0].findall(article.body):
+            votes.setdefault(seed, Counter())[name.strip()] += 1
+        for seed, name in _SEED_LABELS[1].findall(article.body):
+            votes.setdefault(seed, Counter())[name.strip()] += 1
+    return {seed: counter.most_common(1)[0][0] for seed, counter in votes.items()}
+
+
 @dataclass
 class SeedLesson:
     seed: str
+    name: str = ""
     worked: list[Fix] = field(default_factory=list)
     failed: list[tuple[Fix, str]] = field(default_factory=list)
     causes: list[Cause] = field(default_factory=list)
@@ -98,8 +116,10 @@ def seed_lessons(kb: KnowledgeBase) -> list[SeedLesson]:
     """The key lessons of each seed document, read off the knowledge that cites it."""
     lessons: dict[str, SeedLesson] = {}
 
+    names = seed_names(kb)
+
     def get(seed: str) -> SeedLesson:
-        return lessons.setdefault(seed, SeedLesson(seed))
+        return lessons.setdefault(seed, SeedLesson(seed, names.get(seed, "")))
 
     for cause in kb.causes.values():
         for seed in dict.fromkeys(s for src in cause.sources for s in SEED.findall(src)):
@@ -193,10 +213,11 @@ class Site:
             self.render(out, f"fixes/{fix.id}.html", "fix.html", page_kind="fix", f=fix, users=users,
                         calc=self._calc_facts([fix]))
         for article in articles:
-            body = self.md.block(article.body, "../")
+            body = self.md.article(article.body, "../")
             self.render(out, f"articles/{article.id}.html", "article.html", page_kind="article",
                         a=article, body=body, toc=[(s, slug(s)) for s in article.sections])
         self.render(out, "sources.html", "sources.html", page_kind="sources", sources=self.cited,
+                    seed_names=seed_names(kb),
                     anchor=source_anchor, is_seed=lambda s: bool(SEED.search(s)))
         self.render(out, "facts.html", "facts.html", page_kind="facts", facts=self._fact_rows())
         (out / MARKER).write_text(f"built by llmfix {__version__}; `llmfix site build` may replace this folder\n",
@@ -222,13 +243,14 @@ class Site:
                     calc=self._calc_facts(list(fixes.values()), skip={c.fact for c in symptom.checks}),
                     ranking=rank(State(kb, {symptom.id: 1.0})),
                     tree=decision_tree(kb, symptom, order, "../", self.urls),
-                    article=self.md.block(article.body, "../") if article else None,
+                    article=self.md.article(article.body, "../") if article else None,
                     toc=[(s, slug(s)) for s in article.sections] if article else [])
 
     def _evidence_rows(self, cause: Cause) -> list[dict]:
         rows = []
         for ev in cause.evidence:
             checks = [c for name in sorted(ev.when.facts) for c in self.kb.checks_for(name)]
+            checks.sort(key=lambda c: c.symptom != cause.symptom)   # its own symptom's questions first
             rows.append({"ev": ev, "facts": sorted(ev.when.facts), "checks": checks})
         return rows
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from .. import engine, matcher
 from ..engine import State, open_questions
-from ..knowledge.expr import CONSTANTS, FUNCTIONS, ExprError, dotted_name, split_template
+from ..knowledge.expr import CONSTANTS, FUNCTIONS, Expr, ExprError, dotted_name, split_template
 from ..knowledge.model import KnowledgeBase, Symptom
 
 _BIN = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**", ast.Mod: "%"}
@@ -92,8 +92,6 @@ def template_slots(text: str) -> list[dict]:
 
 
 def _facts_of(source: str) -> set[str]:
-    from ..knowledge.expr import Expr
-
     return set(Expr(source).facts)
 
 

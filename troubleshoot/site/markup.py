@@ -48,22 +48,32 @@ class Markdown:
 
     def __init__(self, resolve: Callable[[str], str | None]) -> None:
         self.resolve = resolve
-        self.md = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
+        # articles: full CommonMark (+ tables); the short fields of rules (titles, steps, questions)
+        # keep `code` and links but not emphasis, because they are full of math: sqrt(2/(5*h*l))
+        self.md = self._renderer(MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"]))
+        self.fields = self._renderer(MarkdownIt("commonmark", {"html": False}).disable("emphasis"))
+
+    def _renderer(self, md: MarkdownIt) -> MarkdownIt:
         # add_render_rule binds each function to the renderer (``function.__get__(renderer)``,
         # which re-binds a bound method too), so register plain functions that call back here
         for name, method in (("link_open", self._link_open), ("link_close", self._link_close),
                              ("image", self._image), ("code_inline", self._code_inline),
                              ("heading_open", self._heading_open)):
-            self.md.add_render_rule(name, lambda renderer, *args, _m=method: _m(renderer, *args))
+            md.add_render_rule(name, lambda renderer, *args, _m=method: _m(renderer, *args))
+        return md
 
     # ------------------------------------------------------------------ public
-    def block(self, text: str, base: str) -> Markup:
-        """A markdown document or paragraph-level field as HTML; ``base`` leads back to the root."""
+    def article(self, text: str, base: str) -> Markup:
+        """A kb/ article as HTML; ``base`` leads back to the site root."""
         return Markup(self.md.render(str(text or ""), self._env(base)))
 
+    def block(self, text: str, base: str) -> Markup:
+        """A multi-line field of a rule (how, summary, not_this_when) as HTML paragraphs."""
+        return Markup(self.fields.render(str(text or ""), self._env(base)))
+
     def inline(self, text: str, base: str) -> Markup:
-        """One line of markdown (titles, says, steps) without the wrapping <p>."""
-        return Markup(self.md.renderInline(str(text or ""), self._env(base)))
+        """One line of a rule (titles, says, steps) without the wrapping <p>."""
+        return Markup(self.fields.renderInline(str(text or ""), self._env(base)))
 
     def step(self, text: str, base: str) -> Markup:
         """A fix step: inline markdown with each ``{{ expr :fmt }}`` as a computable span."""

@@ -20,9 +20,9 @@ ROW = 30             # px per row (one per edge)
 NODE_H = 24
 FONT = 12.5
 X_SYM, W_SYM = 4, 132
-X_FACT, W_FACT = 172, 212
-X_LAB, W_LAB = 420, 108
-X_CAUSE, W_CAUSE = 564, 300
+X_FACT, W_FACT = 172, 252
+X_LAB, W_LAB = 462, 108
+X_CAUSE, W_CAUSE = 606, 300
 WIDTH = X_CAUSE + W_CAUSE + 4
 PAD = 8
 

@@ -53,30 +53,63 @@
 
   // ------------------------------------------------------------------ rapidfuzz
   // Indel distance = len1 + len2 - 2 * LCS; LCS by the bit-parallel method (Hyyroe), 32 bits a word.
+  var PATTERNS = new Map();                     // aliases and words come back on every keystroke
+
   function pattern(a) {
+    var cached = PATTERNS.get(a);
+    if (cached) return cached;
     var words = Math.ceil(a.length / 32), masks = new Map();
     for (var i = 0; i < a.length; i++) {
-      var m = masks.get(a[i]);
-      if (!m) { m = new Uint32Array(words); masks.set(a[i], m); }
+      var code = a.charCodeAt(i), m = masks.get(code);
+      if (!m) { m = new Uint32Array(words); masks.set(code, m); }
       m[i >> 5] = (m[i >> 5] | (1 << (i & 31))) >>> 0;
     }
-    return { n: a.length, words: words, masks: masks, zero: new Uint32Array(words), chars: new Set(a) };
+    var single = new Map();
+    if (words === 1) masks.forEach(function (m, code) { single.set(code, m[0]); });
+    var p = { n: a.length, words: words, masks: masks, single: single, scratch: new Uint32Array(words), chars: new Set(a) };
+    if (PATTERNS.size > 20000) PATTERNS.clear();
+    PATTERNS.set(a, p);
+    return p;
   }
 
   function lcsWith(p, b, from, to) {          // LCS of the pattern and b[from:to]
     if (p.n === 0) return 0;
-    var S = new Uint32Array(p.words).fill(0xffffffff), k;
-    for (var j = from; j < to; j++) {
-      var M = p.masks.get(b[j]) || p.zero, carry = 0;
+    var j, M, s, u, sum, carry;
+    if (p.words === 1) {                         // most aliases: one 32-bit word, no arrays
+      var S0 = 0xffffffff, single = p.single;
+      for (j = from; j < to; j++) {
+        M = single.get(b.charCodeAt(j));
+        if (M === undefined) continue;           // S + (S & 0) | S == S: nothing changes
+        u = (S0 & M) >>> 0;
+        S0 = (((S0 + u) >>> 0) | (S0 & ~u)) >>> 0;
+      }
+      return p.n - popcount(S0 & (p.n === 32 ? 0xffffffff : ((1 << p.n) - 1)));
+    }
+    var S = p.scratch, k;
+    S.fill(0xffffffff);
+    for (j = from; j < to; j++) {
+      M = p.masks.get(b.charCodeAt(j));
+      if (M === undefined) continue;
+      carry = 0;
       for (k = 0; k < p.words; k++) {
-        var s = S[k], u = (s & M[k]) >>> 0, sum = s + u + carry;
+        s = S[k]; u = (s & M[k]) >>> 0; sum = s + u + carry;
         carry = sum > 0xffffffff ? 1 : 0;
         S[k] = ((sum >>> 0) | (s & ~u)) >>> 0;
       }
     }
     var ones = 0;
-    for (var i = 0; i < p.n; i++) if ((S[i >> 5] >>> (i & 31)) & 1) ones++;
+    for (k = 0; k < p.words; k++) {
+      var bits = Math.min(32, p.n - 32 * k);
+      ones += popcount(S[k] & (bits === 32 ? 0xffffffff : ((1 << bits) - 1)));
+    }
     return p.n - ones;
+  }
+
+  function popcount(x) {
+    x = x >>> 0;
+    x -= (x >>> 1) & 0x55555555;
+    x = (x & 0x33333333) + ((x >>> 2) & 0x33333333);
+    return (((x + (x >>> 4)) & 0x0f0f0f0f) * 0x01010101) >>> 24;
   }
 
   function lcs(a, b) { return a.length <= b.length ? lcsWith(pattern(a), b, 0, b.length) : lcsWith(pattern(b), a, 0, a.length); }
@@ -88,6 +121,13 @@
     return (1.0 - normDist) * 100;
   }
 
+  // The most ratio() can give two strings of these lengths (the Indel distance is at least the
+  // length difference): used to skip work whose result could not change anything, never to guess.
+  function ratioBound(len1, len2) {
+    var lensum = len1 + len2;
+    return lensum ? (1.0 - Math.abs(len1 - len2) / lensum) * 100 : 100;
+  }
+
   function sortedTokens(s) { return s.split(/\s+/).filter(Boolean).sort().join(" "); }
   function tokenSortRatio(a, b) { return ratio(sortedTokens(a), sortedTokens(b)); }
 
@@ -95,13 +135,22 @@
   // windows cut at the ends included. Full windows are searched with branch and bound: moving a
   // window by one changes its Indel distance by at most 2, so a stretch whose bound cannot beat
   // the best distance so far is skipped; the result is the exact best, as rapidfuzz computes it.
-  function partialImpl(s1, s2) {              // len(s1) <= len(s2)
+  // `cutoff` (0..100, optional): the caller only needs the score when it is above the cutoff;
+  // below it any value <= cutoff may come back. Above it the result is exact.
+  function partialImpl(s1, s2, cutoff) {      // len(s1) <= len(s2)
     var len1 = s1.length, len2 = s2.length, p = pattern(s1), best = 0;
     if (!len1) return 0;
+    cutoff = cutoff || 0;
     function sim(from, to) { var d = len1 + (to - from) - 2 * lcsWith(p, s2, from, to); return (1.0 - d / (len1 + to - from)) * 100; }
+    function canBeat(len) {                    // a window of this length cannot do better than
+      var lensum = len1 + len;                 // the length difference allows
+      return (1.0 - Math.abs(len1 - len) / lensum) * 100 > Math.max(best, cutoff);
+    }
     var last = len2 - len1, dist = new Map();
     function d(i) { if (!dist.has(i)) dist.set(i, 2 * len1 - 2 * lcsWith(p, s2, i, i + len1)); return dist.get(i); }
-    var bestDist = Infinity, stride = Math.max(1, len1), points = [];
+    // windows at distance >= bound cannot reach the cutoff: (1 - d / 2len1) * 100 > cutoff
+    var bound = cutoff > 0 ? Math.ceil(2 * len1 * (1 - cutoff / 100)) + 1 : Infinity;
+    var bestDist = Infinity, stride = Math.max(1, len1 >> 2), points = [];
     for (var i = 0; i < last; i += stride) points.push(i);
     points.push(last);
     points.forEach(function (i) { bestDist = Math.min(bestDist, d(i)); });
@@ -109,23 +158,23 @@
     for (var k = 0; k + 1 < points.length; k++) stack.push([points[k], points[k + 1]]);
     while (stack.length && bestDist > 0) {
       var iv = stack.pop(), a = iv[0], b = iv[1];
-      if (b - a < 2 || (d(a) + d(b)) / 2 - (b - a) >= bestDist) continue;
+      if (b - a < 2 || (d(a) + d(b)) / 2 - (b - a) >= Math.min(bestDist, bound)) continue;
       var mid = (a + b) >> 1;
       bestDist = Math.min(bestDist, d(mid));
       stack.push([a, mid], [mid, b]);
     }
-    best = (1.0 - bestDist / (2 * len1)) * 100;
     if (bestDist === 0) return 100;
-    for (i = 1; i < len1; i++) if (p.chars.has(s2[i - 1])) best = Math.max(best, sim(0, i));
-    for (i = last + 1; i < len2; i++) if (p.chars.has(s2[i])) best = Math.max(best, sim(i, len2));
+    best = (1.0 - bestDist / (2 * len1)) * 100;
+    for (i = 1; i < len1; i++) if (p.chars.has(s2[i - 1]) && canBeat(i)) best = Math.max(best, sim(0, i));
+    for (i = last + 1; i < len2; i++) if (p.chars.has(s2[i]) && canBeat(len2 - i)) best = Math.max(best, sim(i, len2));
     return best;
   }
 
-  function partialRatio(s1, s2) {
+  function partialRatio(s1, s2, cutoff) {
     if (!s1.length && !s2.length) return 100;
     var swap = s1.length > s2.length, shorter = swap ? s2 : s1, longer = swap ? s1 : s2;
-    var score = partialImpl(shorter, longer);
-    if (score !== 100 && s1.length === s2.length) score = Math.max(score, partialImpl(longer, shorter));
+    var score = partialImpl(shorter, longer, cutoff);
+    if (score !== 100 && s1.length === s2.length) score = Math.max(score, partialImpl(longer, shorter, cutoff));
     return score;
   }
 
@@ -154,6 +203,7 @@
       if (tok.length >= 4 && /^[\x00-\x7f]*$/.test(tok)) {
         var best = null, bestScore = -1;
         for (var i = 0; i < self.vocab.length; i++) {
+          if (ratioBound(tok.length, self.vocab[i].length) < self.c.TYPO_CUTOFF) continue;
           var s = ratio(tok, self.vocab[i]);
           if (s >= self.c.TYPO_CUTOFF && s > bestScore) { best = self.vocab[i]; bestScore = s; }
         }
@@ -169,11 +219,17 @@
     for (var i = 0; i < entry.phrases.length; i++) {
       var alias = entry.phrases[i];
       if (alias.length >= 10 && norm.indexOf(alias) >= 0) return [1.0, alias];
-      var score = Math.max(ratio(norm, alias), tokenSortRatio(norm, alias)) / 100;
-      if (alias.length >= 8 && norm.length > 1.5 * alias.length) {
-        score = Math.max(score, c.PASTED_DISCOUNT * partialRatio(alias, norm) / 100);
+      var lengthFactor = Math.min(1.0, (alias.length + 6) / 20), score = 0;
+      // ratio and token_sort_ratio only matter when they could lift this alias above `best`
+      if (ratioBound(norm.length, alias.length) / 100 * lengthFactor + 1e-12 > best) {
+        score = Math.max(ratio(norm, alias), tokenSortRatio(norm, alias)) / 100;
       }
-      score *= Math.min(1.0, (alias.length + 6) / 20);
+      if (alias.length >= 8 && norm.length > 1.5 * alias.length && c.PASTED_DISCOUNT * lengthFactor > best) {
+        // only a window scoring above this can change `best` (a little slack for rounding)
+        var need = Math.max(0, best / (c.PASTED_DISCOUNT * lengthFactor) * 100 - 1e-6);
+        score = Math.max(score, c.PASTED_DISCOUNT * partialRatio(alias, norm, need) / 100);
+      }
+      score *= lengthFactor;
       if (score > best) { best = score; bestAlias = alias; }
     }
     return [best, bestAlias];

@@ -81,7 +81,11 @@
       box.hidden = false;
     }
 
-    input.addEventListener("input", function () { clearTimeout(timer); timer = setTimeout(render, 60); });
+    // a pasted log takes a few hundred ms to score: wait for the typing to settle first
+    input.addEventListener("input", function () {
+      clearTimeout(timer);
+      timer = setTimeout(render, input.value.length > 200 ? 350 : 60);
+    });
     input.addEventListener("focus", function () { if (input.value.trim()) render(); });
     form.addEventListener("submit", function (ev) {
       ev.preventDefault();
