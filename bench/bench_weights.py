@@ -8,8 +8,9 @@ size; throughput at least half of simply reading the same tensors.
     python bench/bench_weights.py --keep DIR      # write (or reuse) the checkpoint in DIR, keep it
 
 Each measurement runs in its own subprocess (peak RSS is that child's ``ru_maxrss``, cross-checked
-with the parent's RUSAGE_CHILDREN), with the page cache warm for all of them (every shard is read
-once first), so disk speed does not enter. Compared:
+with the parent's RUSAGE_CHILDREN; the parent imports no torch and builds the checkpoint in a child
+too, because Linux carries a process's peak RSS across fork and exec), with the page cache warm for
+all of them (every shard is read once first), so disk speed does not enter. Compared:
 
 - ``import``  : python + torch + llmfix imported, nothing read: the constant part of RSS.
 - ``probe``   : ``weights.run`` on the folder (the real probe: detect, stream, stats, findings).
@@ -122,7 +123,12 @@ def main() -> int:
     ap.add_argument("--child", nargs=2, metavar=("MODE", "DIR"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        child(args.child[0], Path(args.child[1]))
+        mode, folder = args.child[0], Path(args.child[1])
+        if mode.startswith("build:"):
+            shards, per_shard = map(int, mode.split(":")[1:])
+            print(build(folder, shards, per_shard))
+        else:
+            child(mode, folder)
         return 0
     need = args.shards * args.per_shard * TENSOR_MB * 2**20
     where = args.keep or Path(tempfile.mkdtemp(prefix="llmfix-bench-"))
@@ -133,7 +139,9 @@ def main() -> int:
     try:
         if not any(where.glob("*.safetensors")):
             t0 = time.perf_counter()
-            size = build(where, args.shards, args.per_shard)
+            # in a child: Linux carries a process's peak RSS across exec, so the parent stays small
+            size = int(subprocess.run([sys.executable, __file__, "--child", f"build:{args.shards}:{args.per_shard}",
+                                       str(where)], capture_output=True, text=True, check=True).stdout.split()[-1])
             print(f"wrote {size / 2**30:.2f} GiB in {args.shards} shards, {args.shards * args.per_shard} tensors of "
                   f"{TENSOR_MB} MiB, in {time.perf_counter() - t0:.0f} s")
         size = sum(f.stat().st_size for f in where.glob("*.safetensors"))

@@ -110,6 +110,9 @@ def save_hf(model, out: Path, fmt: str = "safetensors", tok=None, special_tokens
 def trainer_run(out: Path, model=None, steps: int = 6, save_steps: int = 3, warmup_steps: int = 3,
                 lr: float = 1e-3) -> Path:
     """A real HF Trainer run on random tokens; returns output_dir holding checkpoint-N folders."""
+    import pytest
+
+    pytest.importorskip("accelerate", reason="transformers' Trainer needs accelerate (pip install accelerate)")
     from transformers import Trainer, TrainingArguments
 
     model = model or gpt2()

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import ckptfactory as F
-from troubleshoot.errors import ArtifactError, UnsafePickleError
+from troubleshoot.errors import ArtifactError
 from troubleshoot.loaders import checkpoint, detect
 from troubleshoot.loaders.checkpoint import iter_weights, open_checkpoint, weight_shapes
 from troubleshoot.loaders.tensors import iter_safetensors, list_safetensors, unwrap_state_dict

@@ -159,3 +159,11 @@ def test_loader_issues_reported_once(tmp_path):
     obs = probe(root)
     assert len(found(obs, "checkpoint.latest_missing")) == 2
     assert len(found(obs, "checkpoint.unsafe_pickle_refused")) == 1
+
+
+def test_config_json_alone(art):
+    a = detect(art("llama-safetensors") / "config.json")
+    assert (a.kind, a.detail) == ("hf-checkpoint", "config.json only: weights not probed")
+    obs = config.run(ProbeContext([a]))
+    assert obs.facts["model.hidden_size"].value == 64 and obs.facts["model.eos_mismatch"].value is False
+    assert "model.embedding_rows" not in obs.facts

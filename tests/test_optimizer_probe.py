@@ -1,6 +1,7 @@
 """Optimizer probe on a real HF Trainer run and Megatron/DeepSpeed optimizer states."""
 from __future__ import annotations
 
+import json
 import warnings
 
 import pytest
@@ -97,7 +98,7 @@ def test_scheduler_reset_on_resume(fresh):
 def test_still_in_warmup(fresh):
     """The LR logged so far is still rising: a run with warmup_steps=40 stopped at step 6."""
     folder = fresh("trainer-output") / "checkpoint-6"
-    state = F.json.loads((folder / "trainer_state.json").read_text())
+    state = json.loads((folder / "trainer_state.json").read_text())
     for entry in state["log_history"]:
         if "learning_rate" in entry:
             entry["learning_rate"] = 1e-3 * (entry["step"] - 1) / 40
@@ -117,3 +118,8 @@ def test_eps_dominated(tmp_path):
     obs = probe(tmp_path / "optimizer.pt")
     assert values(obs)["optimizer.eps_dominated_fraction"] > 0.5 and found(obs, "optimizer.eps_dominated")
     assert values(obs)["optimizer.step"] == 1
+
+
+@pytest.mark.parametrize("name", ["trainer-output", "megatron-deepspeed"])
+def test_healthy_has_no_error(art, name):
+    assert not [f for f in probe(art(name)).findings if f.severity == "error"]

@@ -9,6 +9,7 @@ import torch
 
 import ckptfactory as F
 from troubleshoot.loaders import detect
+from troubleshoot.loaders.checkpoint import open_checkpoint, weight_shapes
 from troubleshoot.probes import ProbeContext, config, weights
 from troubleshoot.probes.weights import classify
 
@@ -187,3 +188,10 @@ def test_embedding_layernorm_detected(tmp_path):
 ])
 def test_classify(name, role):
     assert classify(name, 1 if role in ("norm", "embed_norm", "norm_bias", "bias") else 2) == role
+
+
+def test_progress_callback(art):
+    calls = []
+    weights.run(ProbeContext([detect(art("gpt2-sharded"))], options={"progress": lambda *a: calls.append(a)}))
+    assert len(calls) == len(weight_shapes(open_checkpoint(art("gpt2-sharded"))))  # one call per tensor
+    assert calls[-1][0] <= calls[-1][1] and calls[-1][0] > 0.9 * calls[-1][1]

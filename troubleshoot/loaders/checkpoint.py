@@ -110,7 +110,7 @@ def sniff(path: Path) -> Artifact | None:
     p = Path(path)
     if p.is_dir():
         return open_checkpoint(p).artifact if _looks_like_checkpoint(p) else None
-    if p.suffix == ".safetensors" or p.suffix in PICKLE_SUFFIXES:
+    if p.suffix == ".safetensors" or p.suffix in PICKLE_SUFFIXES or p.name == "config.json":
         ckpt = _open_file(p)
         if ckpt is not None:
             _CACHE[_signature(p)] = ckpt
@@ -364,6 +364,16 @@ def _is_batch(keys) -> bool:
 
 
 def _open_file(p: Path) -> Checkpoint | None:
+    if p.name == "config.json":  # the config probe alone: ids, sizes, init range, tokenizer files beside it
+        cfg = _read_json(p)
+        if not any(k in cfg for k in ("model_type", "architectures", "hidden_size", "n_embd", "d_model")):
+            return None
+        ckpt = Checkpoint(path=p, root=p.parent, kind="hf-checkpoint", config=cfg, config_source="config.json",
+                          detail="config.json only: weights not probed")
+        if (p.parent / "generation_config.json").is_file():
+            ckpt.generation_config = _read_json(p.parent / "generation_config.json")
+        ckpt.tokenizer = {n: p.parent / n for n in TOKENIZER_FILES if (p.parent / n).is_file()}
+        return ckpt
     ckpt = Checkpoint(path=p, root=p.parent, kind="state-dict")
     if p.suffix == ".safetensors":
         infos = list_safetensors(p)

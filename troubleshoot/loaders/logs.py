@@ -208,7 +208,6 @@ def detect_format(path: Path) -> str | None:
             return "trainer-state"
         if _sniff_jsonl(stripped):
             return "jsonl"
-        return None
     first = stripped.split("\n", 1)[0]
     if ("," in first or "\t" in first) and _sniff_csv(first):
         return "csv"
@@ -468,8 +467,9 @@ def _text_records(path: Path, encoding: str) -> Iterator[Record]:
             elif "{'" in line and (m := HF_DICT.search(line)) is not None:
                 if (t := TQDM.findall(line[:m.start()])):
                     tqdm_step = int(t[-1][0])
-                counter += 1
-                rec = record_from_dict(dict(HF_PAIR.findall(m.group(0))), lineno, tqdm_step or counter)
+                d = dict(HF_PAIR.findall(m.group(0)))
+                counter += "loss" in d  # the printed dicts carry no step: count the train ones
+                rec = record_from_dict(d, lineno, tqdm_step or counter)
             elif "scale" in line:
                 rec = _overflow(line, lineno)
         elif rec is None and ("verflow" in line or "loss scale" in line):

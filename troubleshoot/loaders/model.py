@@ -74,7 +74,7 @@ class LoadedModel:
             kwargs["position_ids"] = position_ids
         if "use_cache" in self.accepts:
             kwargs["use_cache"] = False
-        if self.takes("input_ids"):
+        if "input_ids" in self.accepts:
             out = self.module(input_ids=input_ids, **kwargs)
         else:
             out = self.module(input_ids, **kwargs)

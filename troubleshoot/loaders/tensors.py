@@ -14,7 +14,6 @@ import mmap
 import pickle
 import re
 import struct
-import sys
 import warnings
 import zipfile
 from dataclasses import dataclass

@@ -44,6 +44,9 @@ def run(ctx) -> Observations:
         req.report_skip(obs)
         return obs
     lm = req.model
+    if lm.notes:
+        obs.find("forward.load", "warning", f"{lm.where} does not fully match its architecture "
+                 f"({', '.join(lm.notes)}): those weights were initialised at random", lm.where, lm.notes)
     batch, note = batch_for(ctx, lm)
     try:
         _probe(lm, batch, note, obs)
@@ -66,7 +69,8 @@ class _Pass:
 
         lm.module.zero_grad(set_to_none=True)
         self.dtype = next((p.dtype for p in lm.module.parameters() if p.is_floating_point()), lm.dtype)
-        with torch.enable_grad(), nf.ActivationMonitor(lm.module) as mon:
+        mode = "absmax" if self.dtype == torch.float32 else "finite"  # fp32: also the fp16 risk scan
+        with torch.enable_grad(), nf.ActivationMonitor(lm.module, mode) as mon:
             out = lm(batch["input_ids"], batch["attention_mask"])
             loss = lm.loss(out, batch["labels"])
         self.activations = mon.results()

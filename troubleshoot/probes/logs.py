@@ -126,8 +126,12 @@ def instabilities(s: Summary) -> list[Instability]:
         out.append(Instability(ev.kind, "warning" if ev.recovered else "error", ev.onset, bound,
                                ev.end or ev.peak_it, ev))
     d = S.drift(s.blocks)
-    if d and not any(i.severity == "error" and i.onset <= d.onset + iv * s.blocks.size for i in out):
-        out.append(Instability("divergence", "error", d.onset, d.min_it, d.onset))  # no data window
+    if d:
+        same = [i for i in out if i.severity == "error" and i.onset >= d.min_it - iv * s.blocks.size]
+        for i in same:  # the visible part of the same climb: it began where the loss bottomed out
+            i.onset, i.bound = min(i.onset, d.onset), min(i.bound, d.min_it)
+        if not same:
+            out.append(Instability("divergence", "error", d.onset, d.min_it, d.onset))  # no data window
     if s.nan:
         fin = s.last_finite
         bound = fin[0] if fin and fin[0] < s.nan[0] else s.nan[0] - iv

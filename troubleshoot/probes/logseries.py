@@ -16,7 +16,7 @@ import math
 import re
 from collections import Counter, deque
 from dataclasses import dataclass, field
-from math import isfinite
+from math import inf as INF, isfinite
 from pathlib import Path
 
 from ..errors import ArtifactError
@@ -33,9 +33,12 @@ RECOVER_Z = 3.0           # recovered: value <= level + max(RECOVER_Z * sigma, R
 RECOVER_REL = 0.05
 ONSET_Z = 2.0             # a record belongs to the rise when above its level by ONSET_Z sigma
 ONSET_REL = 0.02          # ... and by ONSET_REL of the level
-SPIKE_RISE_RECORDS = 3    # rises that took more records than this are divergence, not spikes
-SETTLE_RECORDS = 100      # an event still open after this many records "did not recover"
-MERGE_RECORDS = 8         # a new spike this soon after a recovery continues the same episode
+SPIKE_RISE_RECORDS = 3    # a rise that took this many records to cross the threshold is a climb
+SPIKE_EARLY_RECORDS = 5   # ... and so is one that reached less than SPIKE_EARLY_FRACTION of its
+SPIKE_EARLY_FRACTION = 0.5  # peak excess within its first 5 records: divergence, not a spike
+SETTLE_RECORDS = 100      # an event open this long whose level stopped falling (by SETTLE_FALL
+SETTLE_FALL = 0.01        # over the last SETTLE_RECORDS / 2 records) "did not recover"; one
+SETTLE_MAX_RECORDS = 5000  # still falling after SETTLE_MAX_RECORDS records is closed anyway
 BLIP_RECORDS = 3          # single-batch values back at their level within 3 records: a blip
 GN_FACTOR = 2.0           # grad-norm explosion: > GN_FACTOR x its level (and > GN_Z sigma in log)
 GN_Z = 6.0
@@ -63,7 +66,7 @@ def robust_sigma(diffs) -> float | None:
     """Noise scale from successive differences; None when there are too few of them."""
     if len(diffs) < MIN_NOISE_POINTS:
         return None
-    return SIGMA_PER_ABS_DIFF * median(abs(d) for d in diffs)
+    return SIGMA_PER_ABS_DIFF * median(map(abs, diffs))
 
 
 @dataclass
@@ -86,6 +89,8 @@ class Event:
     across_gap: bool = False
     ls_drop_start: int | None = None   # loss scale had been falling since (early warning)
     ls_drop_factor: float = 1.0
+    rise: int = 0             # records from the onset to the first one above the threshold
+    early: float = 0.0        # highest value in the first SPIKE_EARLY_RECORDS records from the onset
 
     @property
     def ratio(self) -> float:
@@ -107,6 +112,8 @@ class SpikeDetector:
         self.sigma: float | None = None
         self._stale = 0
         self._thr: float | None = None    # cached spike threshold (None: take the exact path)
+        self._n_refresh = 0
+        self._check: float | None = None  # median of the tail at the last settle check
         self._level: float | None = None
         self.open: Event | None = None
         self._frozen: tuple[float, float | None] = (0.0, None)
@@ -165,9 +172,12 @@ class SpikeDetector:
 
     def _refresh(self) -> None:
         """Recompute level, noise and threshold; until the level window is full every record
-        takes the exact path, afterwards the threshold is refreshed every REFRESH_RECORDS."""
+        takes the exact path, afterwards the threshold is refreshed every REFRESH_RECORDS (the
+        noise every fourth time: it changes slowly)."""
         self._stale = 0
-        self.sigma = robust_sigma(self.diffs)
+        self._n_refresh += 1
+        if self.sigma is None or self._n_refresh % 4 == 0 or len(self.diffs) < NOISE_WINDOW:
+            self.sigma = robust_sigma(self.diffs)
         if len(self.recent) < LEVEL_WINDOW or self.open is not None:
             self._thr = None
             return
@@ -191,23 +201,16 @@ class SpikeDetector:
             if h_gap:
                 across = True
                 break
-        merge = (self.events and self.events[-1].recovered and self.since_close <= MERGE_RECORDS
-                 and self.events[-1].records > BLIP_RECORDS)  # blips stay on their own
-        if merge:
-            ev = self.events.pop()
-            ev.recovered, ev.end = False, None
-            if x > self._x(ev.peak):
-                ev.peak_it, ev.peak = it, self._v(x)
-            self._frozen = (self._x(ev.level), self.sigma)
-        else:
-            kind = self.kind
-            if kind == "spike" and (rise >= SPIKE_RISE_RECORDS or gap):
-                kind = "divergence"
-            ev = Event(kind, it, line, onset, onset_prev, self._v(level), it, self._v(x), across_gap=across)
-            self._frozen = (level, self.sigma)
+        kind = self.kind
+        if kind == "spike" and (rise >= SPIKE_RISE_RECORDS or gap):
+            kind = "divergence"
+        ev = Event(kind, it, line, onset, onset_prev, self._v(level), it, self._v(x), across_gap=across,
+                   rise=rise, early=self._v(x))
+        self._frozen = (level, self.sigma)
         ev.last, ev.records = self._v(x), ev.records + 1
         self._tail.clear()
         self._tail.append(x)
+        self._check = None
         self.open = ev
         return ev
 
@@ -219,18 +222,30 @@ class SpikeDetector:
         self._tail.append(x)
         if x > self._x(ev.peak):
             ev.peak_it, ev.peak = it, self._v(x)
+            if ev.rise + ev.records <= SPIKE_EARLY_RECORDS:
+                ev.early = ev.peak
         if x <= level + self._margin(level, sigma, RECOVER_Z, RECOVER_REL, GN_RECOVER_FACTOR):
             ev.recovered, ev.end = True, it
             self._close()
             self._baseline(x)
-        elif ev.records >= SETTLE_RECORDS:
-            ev.settled = self._v(median(self._tail))
+        elif ev.records >= SETTLE_RECORDS and ev.records % (SETTLE_RECORDS // 2) == 0:
+            now = median(self._tail)
+            falling = self._check is not None and now < self._check - abs(self._check) * SETTLE_FALL
+            if falling and ev.records < SETTLE_MAX_RECORDS:
+                self._check = now  # still coming down: keep following the recovery
+                return
+            ev.settled = self._v(now)
             self._close()
             self.recent.clear()  # the series lives at a new level now
             for t in self._tail:
                 self._baseline(t)
+        elif ev.records == SETTLE_RECORDS // 2:
+            self._check = median(self._tail)
 
     def _close(self) -> None:
+        ev = self.open
+        if ev.kind == "spike" and ev.early - ev.level < SPIKE_EARLY_FRACTION * (ev.peak - ev.level):
+            ev.kind = "divergence"  # most of the rise came later: a climb, not a jump
         if len(self.events) < MAX_EVENTS:
             self.events.append(self.open)
         else:
@@ -712,14 +727,25 @@ class Analysis:
         line = r.line
         if scale is not None or skipped:
             s.ls.update(it, scale, skipped, line)
+            if scale is not None and not (0 < scale < INF):
+                scale = None
         if lr is not None:
             s.lr.update(it, lr, line)
+            if not isfinite(lr):
+                lr = None
         loss = r.loss
-        if (r.nan_count or (loss is not None and not isfinite(loss))
-                or (gn is not None and scale is None and not isfinite(gn))):
+        if loss is not None and not isfinite(loss):
+            loss, bad = None, True
+        else:
+            bad = bool(r.nan_count)
+        if gn is not None and not (0 < gn < INF):
+            if scale is None and not isfinite(gn):  # with fp16 loss scaling it is an overflow
+                bad = True
+            gn = None
+        if bad:
             first = s.nan or (it, line, 0)
             s.nan = (first[0], first[1], first[2] + 1)
-        if loss is not None and isfinite(loss):
+        if loss is not None:
             if s.first_loss is None:
                 s.first_loss = loss
             s.last_loss = loss
@@ -731,15 +757,12 @@ class Analysis:
                 ev.ls_drop_start, ev.ls_drop_factor = s.ls.drop_start, s.ls.factor_now()
         if gap:
             s.gn.rebase()  # grad norms drift over long spans: never compare across a gap
-        if gn is not None and isfinite(gn):
+        if gn is not None:
             s.gn.update(it, gn, line, gap)
         secs = r.seconds
         if secs and r.batch:
             secs /= r.batch
-        s.blocks.add(it, loss if loss is not None and isfinite(loss) else None,
-                     gn if gn is not None and gn > 0 and isfinite(gn) else None,
-                     scale if scale is not None and scale > 0 and isfinite(scale) else None,
-                     lr if lr is not None and isfinite(lr) else None, secs)
+        s.blocks.add(it, loss, gn, scale, lr, secs)
 
     def _error(self, r: Record) -> None:
         s = self.s

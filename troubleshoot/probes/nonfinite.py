@@ -3,11 +3,14 @@
 A helper of ``gradflow`` (not a probe family of its own). Two steps, as in Hugging Face's
 ``DebugUnderflowOverflow`` but cheaper on the pass that usually finds nothing:
 
-1. ``ActivationMonitor``: a forward hook on every module records ONE number per call, the
-   abs-max of its floating outputs (``torch.aminmax``), kept on the device: no host sync per
-   module, one ``torch.stack(...).cpu()`` at the end. NaN propagates through the max, so the same
-   number tells "finite?" and "how large?" (the fp16 overflow risk in an fp32 pass). Hooks fire in
-   post-order, so the first non-finite call is the innermost module that produced it.
+1. ``ActivationMonitor``: a forward hook on every module records ONE number per call, kept on
+   the device: no host sync per module, one ``torch.stack(...).cpu()`` at the end. In ``finite``
+   mode the number is a sum of the output (NaN/Inf propagate; the cheapest full read; fp16
+   outputs use abs-max instead, since their sum could overflow); in ``absmax`` mode it is the
+   abs-max (``torch.aminmax``), which also says how close an fp32 pass gets to the fp16 limit.
+   An output that is the very tensor measured just before (dropout in eval mode, the model's
+   logits after the head's) is not read twice. Hooks fire in post-order, so the first non-finite
+   call is the innermost module that produced it.
 2. ``frames_before``: only after a hit, re-run the forward with detailed statistics (input, output
    and weight abs-max) for the few module calls up to the hit, and stop there.
 
@@ -56,21 +59,50 @@ def absmax(tensors: list):
     return best
 
 
-class ActivationMonitor:
-    """Context manager: ``with ActivationMonitor(model) as mon: model(x)``; then ``mon.results()``."""
+def finite_sum(tensors: list):
+    """One 0-dim fp32 tensor, non-finite iff some element is (fp16: its abs-max). No sync."""
+    import torch
 
-    def __init__(self, model, names: dict | None = None) -> None:
-        self.model = model
-        self.names = names or {m: (n or "(model)") for n, m in model.named_modules()}
+    total = None
+    for t in tensors:
+        m = (absmax([t]) if t.dtype == torch.float16 else t.detach().sum().float()).abs()
+        total = m if total is None else total + m
+    return total
+
+
+class ActivationMonitor:
+    """Context manager: ``with ActivationMonitor(model) as mon: model(x)``; then ``mon.results()``.
+
+    ``mode="absmax"`` records each call's output abs-max; ``mode="finite"`` only a number that is
+    non-finite exactly when the output is (cheaper; its value means nothing else).
+    """
+
+    def __init__(self, model, mode: str = "absmax") -> None:
+        self.names = {m: (n or "(model)") for n, m in model.named_modules()}
+        self.reduce = absmax if mode == "absmax" else finite_sum
+        self.combine = torch_maximum if mode == "absmax" else (lambda a, b: a + b)
         self.calls: list[str] = []
         self.values: list = []
         self.handles: list = []
+        self.recent: list = []  # (tensor, value) of the last outputs: same tensor is read once
+
+    def _measure(self, t):
+        for seen, value in self.recent:
+            if seen is t:
+                return value
+        value = self.reduce([t])
+        self.recent = [(t, value)] + self.recent[:3]
+        return value
 
     def _hook(self, module, args, out) -> None:
-        m = absmax(float_tensors(out))
-        if m is not None:
-            self.calls.append(self.names.get(module, type(module).__name__))
-            self.values.append(m)
+        tensors = float_tensors(out)
+        if not tensors:
+            return
+        m = self._measure(tensors[0])
+        for t in tensors[1:]:
+            m = self.combine(m, self._measure(t))
+        self.calls.append(self.names.get(module, type(module).__name__))
+        self.values.append(m)
 
     def __enter__(self) -> "ActivationMonitor":
         self.handles = [m.register_forward_hook(self._hook) for m in self.names]
@@ -79,7 +111,7 @@ class ActivationMonitor:
     def __exit__(self, *exc) -> None:
         for h in self.handles:
             h.remove()
-        self.handles = []
+        self.handles, self.recent = [], []
 
     def results(self) -> list[tuple[str, float]]:
         """(module name, output abs-max) per call, in execution order (one host sync)."""
@@ -88,6 +120,12 @@ class ActivationMonitor:
         if not self.values:
             return []
         return list(zip(self.calls, torch.stack(self.values).cpu().tolist()))
+
+
+def torch_maximum(a, b):
+    import torch
+
+    return torch.maximum(a, b)
 
 
 def first_nonfinite(results: list[tuple[str, float]]) -> int | None:

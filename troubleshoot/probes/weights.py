@@ -120,10 +120,27 @@ def run(ctx: ProbeContext) -> Observations:
     for art in ctx.of_kind("hf-checkpoint", "megatron-checkpoint", "state-dict"):
         ckpt = open_checkpoint(art.path)
         if ckpt.weight_files:
-            stats = [s for f, name, t in iter_weights(ckpt)
-                     if (s := tensor_stat(t, ckpt.rel(f), name)) is not None]
-            audit(ckpt, stats, obs)
+            audit(ckpt, stream(ckpt, ctx.options.get("progress")), obs)
     return obs
+
+
+def stream(ckpt: Checkpoint, progress=None) -> list[Stat]:
+    """Per-tensor numbers for every weight, one tensor in memory at a time.
+
+    ``progress(done_bytes, total_bytes, name)``, when given (``ProbeContext.options["progress"]``),
+    is called after each tensor so a terminal can draw a bar over large checkpoints.
+    """
+    total = sum(f.stat().st_size for f in ckpt.weight_files)
+    done, stats = 0, []
+    for f, name, t in iter_weights(ckpt):
+        s = tensor_stat(t, ckpt.rel(f), name)
+        if s is not None:
+            stats.append(s)
+        if progress is not None:
+            done += t.numel() * t.element_size()
+            progress(min(done, total), total, name)
+        del t
+    return stats
 
 
 def audit(ckpt: Checkpoint, stats: list[Stat], obs: Observations) -> None:
@@ -193,11 +210,11 @@ def _early(ckpt: Checkpoint, norms: list[Stat]) -> tuple[bool, str]:
         step, src = _optimizer_step(ckpt)
     if step is not None:
         if step > EARLY_STEPS:
-            return False, f"trained checkpoint (step {step} from {src})"
+            return False, f"trained checkpoint: step {step} from {src}"
         if drift is not None and drift > GAIN_DRIFT_EARLY:
-            return False, (f"step {step} from {src}, but norm gains have moved (max mean |g-1| = {drift:.2f}): "
-                           "a fine-tune of trained weights")
-        return True, f"early checkpoint (step {step} from {src})"
+            return False, (f"step {step} from {src}, but norm gains have moved (max mean |g-1| = {drift:.2f}), "
+                           "so a fine-tune of trained weights")
+        return True, f"early checkpoint: step {step} from {src}"
     if drift is not None and drift < 1e-6:
         return True, "no step recorded; every norm gain is exactly 1.0, so these are freshly initialised weights"
     if drift is not None and drift < 0.01:
