@@ -45,65 +45,106 @@ def gpt2(layers: int, width: int, vocab: int = 50257):
     return GPT2LMHeadModel(cfg).eval()
 
 
-def interleaved(a, b, runs: int) -> tuple[float, float, float]:
-    """Median seconds of a() and b(), alternating, after one warm-up each; plus the ratio of the
-    fastest runs (other processes only ever add time, so min/min is the steadier ratio)."""
-    a(), b()
-    ta, tb = [], []
+def _sync() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def interleaved(fns: dict, runs: int) -> dict:
+    """Seconds per run of each function, called in turn (A B C A B C ...) after one warm-up,
+    so that load from other processes hits every variant alike."""
+    for f in fns.values():
+        f()
+    times: dict = {k: [] for k in fns}
     for _ in range(runs):
-        for f, ts in ((a, ta), (b, tb)):
-            if torch.cuda.is_available():
-                torch.cuda.synchronize()
+        for k, f in fns.items():
+            _sync()
             t0 = time.perf_counter()
             f()
-            if torch.cuda.is_available():
-                torch.cuda.synchronize()
-            ts.append(time.perf_counter() - t0)
-    return statistics.median(ta), statistics.median(tb), min(tb) / min(ta)
+            _sync()
+            times[k].append(time.perf_counter() - t0)
+    return times
 
 
-def monitor_overhead(model, ids, runs: int, mode: str) -> dict:
+def localisation_overhead(model, ids, runs: int, hf_debug: bool = False) -> dict:
+    """Plain forward vs the monitor in both modes (and HF's DebugUnderflowOverflow)."""
+
     def plain():
         with torch.no_grad():
             model(input_ids=ids, use_cache=False)
 
-    def monitored():
-        with torch.no_grad(), ActivationMonitor(model, mode) as mon:
-            model(input_ids=ids, use_cache=False)
-        mon.results()
+    def monitored(mode):
+        def f():
+            with torch.no_grad(), ActivationMonitor(model, mode) as mon:
+                model(input_ids=ids, use_cache=False)
+            mon.results()
+        return f
 
-    base, mon, best = interleaved(plain, monitored, runs)
-    return {"plain_s": base, "monitored_s": mon, "ratio": mon / base, "ratio_min": best}
+    fns = {"plain": plain, "finite": monitored("finite"), "absmax": monitored("absmax")}
+    if hf_debug:
+        fns["hf_debug"] = _with_hf_debug(model, plain)
+    times = interleaved(fns, runs)
+    base_med, base_min = statistics.median(times["plain"]), min(times["plain"])
+    out = {"plain_ms": base_med * 1e3}
+    for k, ts in times.items():
+        if k != "plain":
+            out[k] = {"ms": statistics.median(ts) * 1e3, "ratio": statistics.median(ts) / base_med,
+                      "ratio_min": min(ts) / base_min}
+    out["replay"] = replay_estimate(model, ids, base_min)
+    return out
 
 
-def hf_debug_overhead(model, ids, runs: int) -> dict:
+def _with_hf_debug(model, plain):
+    """HF's DebugUnderflowOverflow hooks, switched on only inside the returned function."""
     from transformers.debug_utils import DebugUnderflowOverflow
 
-    def plain():
-        with torch.no_grad():
-            model(input_ids=ids, use_cache=False)
+    model._llmfix_debug = DebugUnderflowOverflow(model)  # registers a hook on every module
+    saved = {m: dict(m._forward_hooks) for m in model.modules() if m._forward_hooks}
 
-    debug = DebugUnderflowOverflow(model)  # registers a forward hook on every module
-    hooked = [m for m in model.modules() if m._forward_hooks]
-    saved = {m: dict(m._forward_hooks) for m in hooked}
-
-    def set_hooks(on: bool) -> None:
-        for m in hooked:
+    def toggle(on: bool) -> None:
+        for m, hooks in saved.items():
             m._forward_hooks.clear()
             if on:
-                m._forward_hooks.update(saved[m])
+                m._forward_hooks.update(hooks)
 
-    def with_debug():
-        set_hooks(True)
+    def run():
+        toggle(True)
         try:
             plain()
         finally:
-            set_hooks(False)
+            toggle(False)
 
-    set_hooks(False)
-    base, dbg, best = interleaved(plain, with_debug, runs)
-    del debug
-    return {"plain_s": base, "debug_s": dbg, "ratio": dbg / base, "ratio_min": best}
+    toggle(False)
+    return run
+
+
+def replay_estimate(model, ids, plain_s: float, reps: int = 5) -> dict:
+    """Steadier than wall-clock ratios on a busy machine: time only the monitor's reductions,
+    replayed on the outputs captured from one forward, and add them to the fastest plain run."""
+    from troubleshoot.probes.nonfinite import absmax, finite_sum, float_tensors
+
+    outs = []
+    handles = [m.register_forward_hook(lambda m, a, o: outs.append(float_tensors(o)))
+               for m in model.modules()]
+    with torch.no_grad():
+        model(input_ids=ids, use_cache=False)
+    for h in handles:
+        h.remove()
+    est = {}
+    for mode, reduce in (("finite", finite_sum), ("absmax", absmax)):
+        best = float("inf")
+        for _ in range(reps):
+            _sync()
+            t0 = time.perf_counter()
+            vals, last = [], None
+            for ts in outs:  # same dedupe as the monitor: a tensor just measured is not re-read
+                if ts and ts[0] is not last:
+                    vals.append(reduce(ts))
+                    last = ts[0]
+            torch.stack(vals).cpu()
+            best = min(best, time.perf_counter() - t0)
+        est[mode] = 1 + best / plain_s
+    return est
 
 
 def probe_times(model, device: str) -> dict:
@@ -143,15 +184,12 @@ def main() -> None:
     name = f"gpt2_{big[0]}x{big[1]}"
     for shape in ((2, 64), (4, 256)):
         ids = torch.randint(0, 50257, shape, generator=gen).to(device)
-        for mode in ("finite", "absmax"):
-            out[f"{name} {shape[0]}x{shape[1]} {mode}"] = monitor_overhead(model, ids, args.runs, mode)
+        out[f"{name} batch {shape[0]}x{shape[1]}"] = localisation_overhead(model, ids, args.runs)
     del model
 
     small = gpt2(8, 512).to(device)
     ids = torch.randint(0, 50257, (4, 256), generator=gen).to(device)
-    for mode in ("finite", "absmax"):
-        out[f"gpt2_8x512 4x256 {mode}"] = monitor_overhead(small, ids, args.runs, mode)
-    out["gpt2_8x512 4x256 HF debug"] = hf_debug_overhead(small, ids, max(3, args.runs // 2))
+    out["gpt2_8x512 batch 4x256"] = localisation_overhead(small, ids, args.runs, hf_debug=True)
 
     if args.json:
         print(json.dumps(out, indent=2))
@@ -160,12 +198,17 @@ def main() -> None:
     print(f"device: {out['device']}, torch {out['torch']}")
     print(f"GPT-2 {p['params_m']:.0f}M from an HF folder: load {p['load_s']:.1f}s, gradflow "
           f"{p['gradflow_s']:.1f}s, masks {p['masks_s']:.1f}s, error findings: {p['error_findings'] or 'none'}")
-    print(f"first-non-finite localisation vs one plain forward (medians of {args.runs} interleaved runs):")
+    print(f"first-non-finite localisation vs one plain forward ({args.runs} interleaved runs; "
+          "ratio of medians / of fastest runs / replayed reductions):")
     for key, r in out.items():
-        if isinstance(r, dict) and "ratio" in r:
-            hooked = r.get("monitored_s", r.get("debug_s"))
-            print(f"  {key:30s} plain {r['plain_s'] * 1e3:8.1f} ms  hooked {hooked * 1e3:8.1f} ms"
-                  f"  ratio {r['ratio']:.3f}x (min/min {r['ratio_min']:.3f}x)")
+        if not (isinstance(r, dict) and "plain_ms" in r):
+            continue
+        print(f"  {key}: plain {r['plain_ms']:.1f} ms")
+        for mode in ("finite", "absmax", "hf_debug"):
+            if mode in r:
+                replay = f" / {r['replay'][mode]:.3f}x" if mode in r["replay"] else ""
+                print(f"    {mode:9s} {r[mode]['ms']:8.1f} ms  {r[mode]['ratio']:.3f}x / "
+                      f"{r[mode]['ratio_min']:.3f}x{replay}")
 
 
 if __name__ == "__main__":

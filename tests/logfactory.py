@@ -42,6 +42,7 @@ class Run:
     diverge_at: int | None = None      # slow upward drift from here on
     diverge_rate: float = 0.5          # relative loss increase per 10k iterations
     ls_decline: tuple[int, int] | None = None   # (start, end): loss scale halves steadily
+    gn_trend: tuple[int, int, float] | None = None  # (start, end, factor): grad norm grows steadily
     plateau_at: int | None = None
     seed: int = 0
 
@@ -60,6 +61,9 @@ def simulate(run: Run) -> list[dict]:
         if it > run.warmup:
             lr = run.peak_lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * (it - run.warmup) / (run.iters - run.warmup))))
         gn = run.gn * math.exp(rnd.gauss(0, 0.15))
+        if run.gn_trend and it > run.gn_trend[0]:
+            a, b, factor = run.gn_trend
+            gn *= factor ** ((min(it, b) - a) / (b - a))
         mult = 1.0
         for sp in run.spikes:
             if it >= sp.at:

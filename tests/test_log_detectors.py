@@ -3,7 +3,6 @@ healthy logs without error findings, and the facts the rules use (rollback, skip
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import pytest
 
@@ -124,6 +123,31 @@ def test_seed_try2_rise(tmp_path):
     assert f["logs.instability_onset"] == 6910 and f["logs.skip_range"] == "6901-7100"
 
 
+def test_trainer_state_inside_a_checkpoint_folder(tmp_path):
+    """`llmfix probe run/checkpoint-3000`: the log is found inside, the rollback among the siblings."""
+    rows = LF.simulate(LF.Run(iters=3000, interval=10, fp16=False, seed=19, warmup=300,
+                              spikes=[LF.Spike(2200, 2.5, recover=None, gn_lead=None)]))
+    for step in (1000, 2000, 3000):
+        (tmp_path / f"checkpoint-{step}").mkdir()
+    LF.write_trainer_state(tmp_path / "checkpoint-3000" / "trainer_state.json", rows, save_steps=1000)
+    obs = P.run(ProbeContext([Artifact(str(tmp_path / "checkpoint-3000"), "hf-checkpoint")]))
+    f = facts(obs)
+    assert near(f["logs.spike_iteration"], 2200, 10) and f["logs.rollback_iteration"] == 2000
+    assert "checkpoint folders given alongside" in next(x.message for x in obs.findings if x.id == "logs.rollback")
+
+
+def test_seed_try1_then_resume_and_try2_in_one_log(tmp_path):
+    """The chronicle's story in one file: glitch, resume from global_step6210, glitch again."""
+    log = tmp_path / "main_log.txt"
+    log.write_text(SEED_TRY1 + " loading checkpoint from /gpfsscratch/checkpoints at iteration 6210\n"
+                   + " successfully loaded checkpoint from /gpfsscratch/checkpoints at iteration 6210\n" + SEED_TRY2)
+    obs = run_probe(log)
+    f = facts(obs)
+    assert f["logs.instability_onset"] == 6910 and f["logs.rollback_iteration"] == 6210
+    assert [x.value["start"] for x in obs.findings if x.id == "logs.spike"] == [7010, 6920]
+    assert any(x.id == "logs.restart" for x in obs.findings)
+
+
 # --------------------------------------------------------------------------------------------
 # long synthetic runs in every format
 
@@ -199,12 +223,35 @@ def test_early_warning_loss_scale_sets_the_rollback(tmp_path):
     assert any(x.id == "logs.early_warning" for x in obs.findings)
 
 
+def test_early_warning_grad_norm_trend(tmp_path):
+    """No fp16 here: the grad-norm level triples from 4000 on, the loss spikes at 7000."""
+    run = LF.Run(iters=10000, interval=10, fp16=False, seed=17, gn_trend=(4000, 7000, 3.0),
+                 spikes=[LF.Spike(7000, 2.0, recover=None, gn_lead=None)])
+    obs = run_probe(LF.write_megatron(tmp_path / "train.log", LF.simulate(run), save_every=500))
+    f = facts(obs)
+    assert f["logs.early_warning"] is True and 4000 <= f["logs.instability_onset"] <= 5500
+    assert f["logs.rollback_iteration"] < f["logs.instability_onset"]
+    assert "grad-norm level" in next(x.message for x in obs.findings if x.id == "logs.early_warning")
+
+
 def test_loss_scale_pinned_at_one_is_an_error(tmp_path):
     run = LF.Run(iters=6000, interval=10, seed=9, ls_decline=(2000, 6000))
     obs = run_probe(LF.write_megatron(tmp_path / "train.log", LF.simulate(run)))
     ls = next(x for x in obs.findings if x.id == "logs.loss_scale_collapse")
     assert ls.severity == "error" and "pinned at the minimum" in ls.message
     assert facts(obs)["logs.loss_scale_min"] == 1.0
+
+
+def test_bf16_megatron_prints_loss_scale_one(tmp_path):
+    """Megatron-LM in bf16 logs 'loss scale: 1.0' on every line: that is no collapse."""
+    rows = LF.simulate(LF.Run(iters=3000, interval=10, fp16=False, seed=18))
+    lines = [LF.megatron_line(r["it"], 3000, r["loss"], r["lr"], 1.0, r["gn"]) for r in rows]
+    p = tmp_path / "train.log"
+    p.write_text("\n".join(lines) + "\n")
+    obs = run_probe(p)
+    assert not [x for x in obs.findings if x.severity != "info"]
+    assert "logs.loss_scale_collapse" not in facts(obs)
+    assert not any("lscale" in line for line in obs.attachments["logs"]["timeline"])
 
 
 def test_warmup_end_and_spike_after_it(tmp_path):

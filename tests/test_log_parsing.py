@@ -67,7 +67,7 @@ def test_sniff_rejects_non_logs(tmp_path):
     (tmp_path / "w.pt").write_bytes(b"PK\x03\x04" + os.urandom(200))
     for name in ("batch.jsonl", "notes.md", "w.pt"):
         assert L.sniff(tmp_path / name) is None, name
-    assert L.sniff(tmp_path) is None  # folders are the checkpoint sniffer's
+    assert L.sniff(tmp_path) is None  # a folder without logs: the checkpoint sniffer's business
 
 
 def test_binary_file_named_like_a_log_is_a_clean_error(tmp_path):
@@ -106,10 +106,18 @@ def test_megatron_variants(tmp_path):
                "grad norm: 20609.780 | num zeros: 0.0 | number of skipped iterations:   0 | number of nan "
                "iterations:   0 |")
     nan_line = SEED_7000.replace("6.444662E+00", "nan").replace("nan iterations:   0", "nan iterations:   3")
-    a, b, c = records(tmp_path, "\n".join([rank_prefix, no_loss, nan_line]))
+    new_style = ("[2024-05-20 10:00:00] iteration      100/  500000 | consumed samples:        51200 | elapsed "
+                 "time per iteration (ms): 1234.5 | throughput per GPU (TFLOP/s/GPU): 400.1 | learning rate: "
+                 "1.500000E-04 | global batch size:   512 | lm loss: 7.234567E+00 | loss scale: 1.0 | grad norm: "
+                 "2.345 | number of skipped iterations:   0 | number of nan iterations:   0 |")
+    val_new = " validation loss at iteration 100 on validation set | lm loss value: 7.100000E+00 | lm loss PPL: 1.2E+03 |"
+    saved = "  successfully saved checkpoint from iteration     100 to /ck [ t 1/1, p 1/1 ]"
+    a, b, c, d, e, f = records(tmp_path, "\n".join([rank_prefix, no_loss, nan_line, new_style, val_new, saved]))
     assert (a.iteration, a.loss, a.loss_scale, a.grad_norm, a.seconds) == (31214, 2.198845, None, 0.242, 106.46)
     assert (b.iteration, b.loss, b.loss_scale) == (9027, None, 8192.0)
     assert math.isnan(c.loss) and c.nan_count == 3
+    assert (d.iteration, d.loss, d.lr, d.grad_norm, d.batch) == (100, 7.234567, 1.5e-4, 2.345, 512.0)
+    assert (e.kind, e.iteration, e.val_loss) == ("val", 100, 7.1) and (f.kind, f.iteration) == ("save", 100)
 
 
 def test_deepspeed_lines_interleaved(tmp_path):
@@ -332,6 +340,19 @@ def test_find_logs_in_checkpoint_folders(tmp_path):
     assert found[0] == tmp_path / "checkpoint-1000" / "trainer_state.json"
     assert found[1].name.startswith("events.out.tfevents")
     assert L.find_logs_in(tmp_path / "checkpoint-500") == [tmp_path / "checkpoint-500" / "trainer_state.json"]
+
+
+def test_a_folder_of_logs_is_probed(tmp_path):
+    rows = LF.simulate(LF.Run(iters=2000, interval=10, fp16=False, nan_at=1500))
+    (tmp_path / "out" / "checkpoint-1000").mkdir(parents=True)
+    LF.write_trainer_state(tmp_path / "out" / "checkpoint-1000" / "trainer_state.json", rows)
+    art = L.sniff(tmp_path / "out")
+    assert (art.kind, art.detail) == ("log", "folder of logs")
+    obs = P.run(ProbeContext([art]))
+    assert obs.facts["logs.nan_iteration"].value == 1500
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "notes.md").write_text("x")
+    assert L.sniff(tmp_path / "empty") is None
 
 
 def test_json_state_without_history_is_refused(tmp_path):

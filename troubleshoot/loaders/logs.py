@@ -41,6 +41,7 @@ DETAILS = {"megatron": "megatron text log", "deepspeed": "deepspeed text log",
            "nanogpt": "nanogpt text log", "hf-stdout": "hf trainer stdout",
            "trainer-state": "hf trainer_state.json", "jsonl": "jsonl metrics",
            "csv": "csv metrics", "tensorboard": "tensorboard events", "text": "plain text log"}
+FOLDER_DETAIL = "folder of logs"
 
 
 @dataclass(slots=True)
@@ -116,21 +117,23 @@ def _int(text: str | None) -> int | None:
 # ---------------------------------------------------------------------------------------------
 # reading text in bounded chunks
 
-def iter_lines(path: Path, encoding: str = "utf-8") -> Iterator[tuple[int, str]]:
+def iter_lines(path: Path, encoding: str = "utf-8", max_bytes: int | None = None) -> Iterator[tuple[int, str]]:
     """Yield (line number, text) with bounded memory: at most CHUNK + MAX_LINE bytes are held.
 
     A line longer than MAX_LINE yields its first MAX_LINE characters once; the rest of it is
-    read and dropped. A partial last line (no newline) is yielded as it is.
+    read and dropped. A partial last line (no newline) is yielded as it is. ``max_bytes`` stops
+    reading after that many bytes (the sniffer's budget, whatever the line lengths).
     """
     if encoding != "utf-8":
-        yield from _iter_lines_decoded(path, encoding)
+        yield from _iter_lines_decoded(path, encoding, max_bytes)
         return
-    lineno, carry, skipping = 0, b"", False
+    lineno, carry, skipping, read = 0, b"", False, 0
     with open(path, "rb") as f:
-        while True:
+        while max_bytes is None or read < max_bytes:
             chunk = f.read(CHUNK)
             if not chunk:
                 break
+            read += len(chunk)
             buf = carry + chunk if carry else chunk
             cut = buf.rfind(b"\n")
             if cut < 0:
@@ -156,14 +159,15 @@ def iter_lines(path: Path, encoding: str = "utf-8") -> Iterator[tuple[int, str]]
             yield lineno + 1, carry.decode("utf-8", "replace")
 
 
-def _iter_lines_decoded(path: Path, encoding: str) -> Iterator[tuple[int, str]]:
+def _iter_lines_decoded(path: Path, encoding: str, max_bytes: int | None) -> Iterator[tuple[int, str]]:
     """UTF-16 logs (PowerShell redirection): same contract through a decoding reader."""
     with open(path, encoding=encoding, errors="replace", newline=None) as f:
-        lineno, skipping = 0, False
-        while True:
+        lineno, skipping, read = 0, False, 0
+        while max_bytes is None or read < max_bytes:
             line = f.readline(MAX_LINE)
             if not line:
                 return
+            read += 2 * len(line)
             complete = line.endswith("\n")
             if not skipping:
                 lineno += 1
@@ -242,9 +246,8 @@ def _sniff_csv(first: str) -> bool:
 def _sniff_text(path: Path, encoding: str) -> str | None:
     """Scan up to SNIFF_BYTES for a line only a training log prints; strongest format wins."""
     hits = {"megatron": 0, "nanogpt": 0, "hf-stdout": 0, "deepspeed": 0}
-    weak, size = False, 0
-    for _, line in iter_lines(path, encoding):
-        size += len(line) + 1
+    weak = False
+    for _, line in iter_lines(path, encoding, max_bytes=SNIFF_BYTES):
         if "iteration" in line and MEG_ITER.search(line):
             return "megatron"
         if NANO_ITER.search(line) or NANO_EVAL.search(line) or MODDED.search(line):
@@ -255,7 +258,7 @@ def _sniff_text(path: Path, encoding: str) -> str | None:
             hits["deepspeed"] += 1
         elif not weak and any(m in line for m in WEAK_MEGATRON):
             weak = True
-        if sum(hits.values()) >= 20 or size > SNIFF_BYTES:
+        if sum(hits.values()) >= 20:
             break
     for fmt in ("nanogpt", "hf-stdout", "deepspeed"):
         if hits[fmt]:
@@ -266,8 +269,12 @@ def _sniff_text(path: Path, encoding: str) -> str | None:
 
 
 def sniff(path: str | Path) -> Artifact | None:
-    """A training log recognised by content (``detect`` calls this last), or None."""
+    """A training log recognised by content (``detect`` calls this last), or None. A folder that
+    is not a checkpoint but holds logs (a TensorBoard ``runs/`` tree, an output dir with
+    ``checkpoint-N/trainer_state.json``) is a "folder of logs"."""
     p = Path(path)
+    if p.is_dir():
+        return Artifact(str(p), "log", FOLDER_DETAIL) if find_logs_in(p) else None
     if not p.is_file():
         return None
     fmt = detect_format(p)
@@ -295,7 +302,7 @@ def find_logs_in(folder: str | Path) -> list[Path]:
             if (d / "trainer_state.json").is_file():
                 found.append(d / "trainer_state.json")
                 break
-    events = [p for depth in ("*", "*/*", "*/*/*") for p in root.glob(f"{depth}events.out.tfevents*")]
+    events = [p for depth in ("", "*/", "*/*/", "*/*/*/") for p in root.glob(f"{depth}events.out.tfevents*")]
     found.extend(sorted(events)[:20])
     found.extend(sorted(p for p in root.iterdir()
                         if p.is_file() and p.suffix in (".log", ".out") and p.stat().st_size > 0)[:10])
@@ -341,7 +348,9 @@ def record_from_dict(d: dict, line: int, counter: int) -> Record | None:
 
     def f(slot: str) -> float | None:
         v = vals.get(slot)
-        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else _num(v if isinstance(v, str) else None)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return float(v)
+        return _num(v) if isinstance(v, str) else None
 
     if "loss" not in vals:
         return Record("val", step, val_loss=f("val_loss"), line=line)

@@ -3,21 +3,23 @@
 Every log among the artifacts (and the ``trainer_state.json`` / event files inside checkpoint
 folders) is streamed once through ``logseries`` (bounded memory); the resulting Summary becomes
 findings, facts (rules/_facts/logs.yaml) and a terminal timeline. Sample, on the BLOOM-104B
-excerpt of seed 002 (01_megatron_bigscience.log)::
+excerpt quoted in seed 002 (real-logs/01_megatron_bigscience.log)::
 
-    01.log:3  logs.spike     error    loss spike at iteration 7010: 6.445 -> 11.42 (1.8x its level);
-                                      not recovered by the end of the log (last 7.155, +11 %)
-    01.log:3  logs.grad_norm_explosion  warning  grad norm exploded at iteration 7010: 9.826e+04 ->
-                                      2.196e+05 (2.24x); at the same logged iteration as the loss
-    01.log    logs.rollback  info     instability began at 7010 (last healthy record 7000); no
-                                      checkpoint before it is known ...; data window to skip:
-                                      --skip-train-iteration-range 7001-7200
+    error    01.log:5  logs.spike  loss spike at iteration 7010: 6.445 -> 11.42 (1.8x its level);
+                       not recovered by the end of the log (last 7.155, +11 % and falling)
+    warning  01.log:5  logs.grad_norm_explosion  grad norm exploded at iteration 7010: 9.826e+04 ->
+                       2.196e+05 (2.24x); back to normal by 7220; at the same logged iteration as the loss
+    info     01.log    logs.rollback  instability began at 7010 (last healthy record 7000); no checkpoint
+                       before it is known (give the checkpoint folder alongside the log); data window
+                       to skip: --skip-train-iteration-range 7001-7200
+    info     01.log:7  logs.gap  the log skips iterations between 7010-7220: events inside a gap cannot
+                       be located
 
 How to read it: the *onset* is the first logged iteration that left the baseline (logged
 iteration N covers the steps since the previous logged one), the *peak* the worst value, and
-"recovered" means back within RECOVER_REL of the pre-event level. One-record excursions in logs
-of single-batch losses (per-step logging, nanoGPT) are *blips* - one bad batch - and are only
-counted. The rollback target is the last checkpoint saved at or before the last healthy record
+"recovered" means back within RECOVER_REL of the pre-event level. Excursions of single-batch
+values (per-step logging, nanoGPT, grad norms) that are back at their level within BLIP_RECORDS
+records are *blips* - one bad batch - and are only counted. The rollback target is the last checkpoint saved at or before the last healthy record
 before the *onset* of the instability, where the earliest sign (grad norm, a loss scale falling
 for a while) counts, not the visible spike.
 """
@@ -40,6 +42,7 @@ AFTER_WARMUP_FACTOR = 2.0  # "near the end of warmup": onset within 2x the warmu
 BEFORE_WARMUP_FRACTION = 0.25  # ... or in the last quarter of the warmup itself
 MAX_LISTED = 10           # warning-level spikes / explosions listed one by one (errors: all)
 PER_BATCH_FORMATS = ("nanogpt",)  # formats whose logged loss is one batch, whatever the interval
+ERROR_IDS = {"oom": "logs.oom", "exception": "logs.exception", "cancelled": "logs.job_end"}
 
 
 def _g(x: float | None) -> str:
@@ -209,8 +212,10 @@ class Reading:
 
 def read(s: Summary, folder_saves: list[int] | None = None) -> Reading:
     insts = instabilities(s)
-    errors = [i for i in insts if i.severity == "error"]
-    spikes = [i for i in insts if i.event is not None]
+    last = s.loss.segment  # after a restart in the log, the latest attempt is the one to fix
+    current = [i for i in insts if i.event is None or i.event.segment == last] or insts
+    errors = [i for i in current if i.severity == "error"]
+    spikes = [i for i in current if i.event is not None]
     main = errors[0] if errors else max(spikes, key=lambda i: i.event.ratio) if spikes else None
     early = rollback = None
     if main:
@@ -299,7 +304,7 @@ def findings(rd: Reading, obs: Observations) -> None:
             continue
         seen.add(kind)
         sev = "info" if kind == "cancelled" else "warning" if kind == "exception" else "error"
-        fid = {"oom": "logs.oom", "exception": "logs.exception", "cancelled": "logs.job_end"}.get(kind, "logs.system_error")
+        fid = ERROR_IDS.get(kind, "logs.system_error")
         phase = f" during {s.oom_phase}" if kind == "oom" else ""
         at = f" after iteration {it}" if it is not None else ""
         obs.find(fid, sev, f"{kind}{phase}{at}: {text[:200]}", _where(s, line))
@@ -328,7 +333,7 @@ def _event_findings(s: Summary, events: list[Event], what: str, obs: Observation
                  f"{rest} more recovered {what} excursions not listed", s.path)
     if blips:
         big = max(blips, key=lambda ev: ev.ratio)
-        obs.find("logs.blips", "info", f"{len(blips)} short {what} outliers (each back to its "
+        obs.find("logs.blips", "info", f"{len(blips)} short {what} outlier{'s' * (len(blips) > 1)} (each back to its "
                  f"level within {S.BLIP_RECORDS - 1} records; largest {big.ratio:.2g}x at {big.start}): batch-to-batch "
                  "noise, not an instability", _where(s, big.line), {"count": len(blips)})
 
@@ -365,6 +370,8 @@ def _gn_finding(s: Summary, g: Event, obs: Observations) -> None:
     msg = f"grad norm exploded at iteration {g.start}: {_g(g.level)} -> {_g(g.peak)} ({g.ratio:.3g}x)"
     if g.peak_it != g.start:
         msg += f", peak at {g.peak_it}"
+    if g.onset != g.start:
+        msg += f"; the rise began at {g.onset}"
     msg += f"; back to normal by {g.end}" if g.recovered else "; still high at the end of the log"
     spike = _loss_event_near(s, g)
     if spike:
@@ -528,7 +535,7 @@ def _logs_of(ctx: ProbeContext) -> tuple[list[tuple[str, str | None]], list[int]
     seen: set[str] = set()
     for a in ctx.artifacts:
         p = Path(a.path)
-        if a.kind == "log":
+        if a.kind == "log" and not p.is_dir():
             key = str(p.resolve())
             if key not in seen:
                 seen.add(key)

@@ -89,6 +89,7 @@ class Event:
     across_gap: bool = False
     ls_drop_start: int | None = None   # loss scale had been falling since (early warning)
     ls_drop_factor: float = 1.0
+    segment: int = 0          # how many restarts of the log came before it
     rise: int = 0             # records from the onset to the first one above the threshold
     early: float = 0.0        # highest value in the first SPIKE_EARLY_RECORDS records from the onset
 
@@ -121,6 +122,7 @@ class SpikeDetector:
         self.events: list[Event] = []
         self.dropped = 0
         self.since_close = 10 ** 9
+        self.segment = 0
         self.prev_it: int | None = None
 
     # thresholds in transformed space ------------------------------------------------------
@@ -205,7 +207,7 @@ class SpikeDetector:
         if kind == "spike" and (rise >= SPIKE_RISE_RECORDS or gap):
             kind = "divergence"
         ev = Event(kind, it, line, onset, onset_prev, self._v(level), it, self._v(x), across_gap=across,
-                   rise=rise, early=self._v(x))
+                   segment=self.segment, rise=rise, early=self._v(x))
         self._frozen = (level, self.sigma)
         ev.last, ev.records = self._v(x), ev.records + 1
         self._tail.clear()
@@ -274,6 +276,7 @@ class SpikeDetector:
         self.diffs.clear()
         self.hist.clear()
         self.prev_it = self._thr = None
+        self.segment += 1
 
 
 class LossScaleTracker:
@@ -318,7 +321,8 @@ class LossScaleTracker:
             if win[0][0] <= self._n - LS_REF_RECORDS:
                 win.popleft()
             return
-        self.seen = True
+        if scale > LS_MIN_SCALE:
+            self.seen = True  # bf16 Megatron prints 'loss scale: 1.0' throughout: no scaler at work
         if self.last is not None and scale < self.last:
             skipped = max(skipped, round(math.log2(self.last / scale)))
         self.last = scale
@@ -478,9 +482,11 @@ PLATEAU_MIN_RECORDS = 200  # plateau: only judged on runs with this many records
 PLATEAU_FRACTION = 0.25   # ... when the last 25 % of the iterations ...
 PLATEAU_REL = 0.01        # ... improved the best smoothed loss by less than 1 %
 GN_TREND_FACTOR = 2.0     # early warning: grad-norm level before the event >= 2x its minimum
-GN_TREND_START = 1.5      # ... and stayed >= 1.5x the minimum since the trend start
-EVAL_RISE_REL = 0.02      # validation loss rising: last eval >= 2 % above the best, and every
-EVAL_MIN_AFTER = 2        # eval after the best one is worse (at least 2 of them)
+GN_TREND_START_NEAR = 1.25  # ... the trend started where it was last within 1.25x of that minimum
+GN_TREND_WINDOW = 0.5     # ... looking back over the last half of the history before the onset
+EVAL_RISE_REL = 0.02      # validation loss rising (3-point medians): the last >= 2 % and
+EVAL_RISE_Z = 3.0         # >= 3 sigma (noise of the evals) above the best,
+EVAL_MIN_AFTER = 2        # with at least 2 evals after the best one
 SLOWDOWN_FACTOR = 1.5     # time per sample in the last 10 % of the run >= 1.5x the run's median
 SLOWDOWN_MIN_RECORDS = 40
 
@@ -537,39 +543,47 @@ def plateau(blocks: Blocks, records: int) -> tuple[int, float] | None:
 
 
 def gn_trend(blocks: Blocks, before: int) -> tuple[int, float] | None:
-    """(start, ratio) when the grad-norm level rose steadily before iteration ``before``."""
+    """(start, ratio) when the grad-norm level rose steadily before iteration ``before``: the
+    smoothed level just before it is >= GN_TREND_FACTOR x its minimum, and the rise started where
+    the level last sat within GN_TREND_START_NEAR of that minimum."""
     its, xs = _finite(blocks.it, blocks.gn)
-    pairs = [(i, x) for i, x in zip(its, xs) if i < before][-200:]
-    if len(pairs) < 6:
+    pairs = [(i, x) for i, x in zip(its, xs) if i < before]
+    if len(pairs) < 8:
         return None
-    s = _smooth3([p[1] for p in pairs])
-    i_min = min(range(len(s)), key=s.__getitem__)
-    if s[i_min] <= 0 or s[-1] < GN_TREND_FACTOR * s[i_min]:
+    start = before - (before - pairs[0][0]) * GN_TREND_WINDOW  # only the recent history counts:
+    pairs = [p for p in pairs if p[0] >= start]                # grad norms drift up in long runs
+    half = max(1, len(pairs) // 40)  # rolling median over ~5 % of the history (at least 3 blocks)
+    vals = [p[1] for p in pairs]
+    sm = [median(vals[max(0, k - half):k + half + 1]) for k in range(len(vals))]
+    i_min = min(range(len(sm)), key=sm.__getitem__)
+    base = sm[i_min]
+    if base <= 0 or sm[-1] < GN_TREND_FACTOR * base:
         return None
-    k = len(s) - 1
-    while k > i_min and s[k - 1] >= GN_TREND_START * s[i_min]:
-        k -= 1
-    return pairs[k][0], s[-1] / s[i_min]
+    k = max(k for k in range(i_min, len(sm)) if sm[k] <= GN_TREND_START_NEAR * base)
+    return pairs[min(k + 1, len(pairs) - 1)][0], sm[-1] / base
 
 
 def eval_rising(vals: list[tuple[int, float]], blocks: Blocks):
-    """(best it, best, last it, last, train still falling) when validation loss turned upward."""
+    """(best it, best, last it, last, train still falling) when the validation loss turned upward:
+    on the 3-point median of the evals, the last is above the best by EVAL_RISE_REL and by
+    EVAL_RISE_Z sigma of the evals' own noise, with at least EVAL_MIN_AFTER evals after the best."""
     vals = [(i, v) for i, v in vals if v == v and math.isfinite(v)]
     if len(vals) < EVAL_MIN_AFTER + 2:
         return None
-    i_min = min(range(len(vals)), key=lambda k: vals[k][1])
-    after = vals[i_min + 1:]
-    best_it, best = vals[i_min]
-    if len(after) < EVAL_MIN_AFTER or any(v <= best for _, v in after):
+    v = [x for _, x in vals]
+    sm = _smooth3(v)
+    i_min = min(range(len(sm)), key=sm.__getitem__)
+    if len(sm) - 1 - i_min < EVAL_MIN_AFTER:
         return None
-    last_it, last = after[-1]
-    if last < best + abs(best) * EVAL_RISE_REL:
+    best_it, best, last = vals[i_min][0], sm[i_min], sm[-1]
+    sigma = robust_sigma([b - a for a, b in zip(v, v[1:])]) or 0.0
+    if last < best + max(abs(best) * EVAL_RISE_REL, EVAL_RISE_Z * sigma):
         return None
     its, xs = _finite(blocks.it, blocks.loss)
     at_best = [x for i, x in zip(its, xs) if i <= best_it][-3:]
     at_end = xs[-3:]
     falling = bool(at_best and at_end and median(at_end) < median(at_best))
-    return best_it, best, last_it, last, falling
+    return best_it, best, vals[-1][0], last, falling
 
 
 def slowdown(blocks: Blocks) -> tuple[int, float] | None:
@@ -662,7 +676,9 @@ class Analysis:
             if r.lr is not None:
                 self._ds_lr = (r.iteration, r.lr)
         elif kind in ("save", "load"):
-            if len(s.saves) < MAX_SAVES and r.iteration is not None and r.iteration not in s.saves[-3:]:
+            if r.iteration is not None and r.iteration not in s.saves[-3:]:
+                if len(s.saves) >= MAX_SAVES:
+                    s.saves = s.saves[::2]  # thin the old ones; the recent ones matter most
                 s.saves.append(r.iteration)
         elif kind == "meta" and r.text == "save_steps":
             s.save_steps = r.iteration
@@ -688,7 +704,8 @@ class Analysis:
             if it == last:
                 return  # the same line printed by several ranks
             if it < last:
-                s.restarts.append((last, it, r.line))
+                if len(s.restarts) < MAX_ERRORS:
+                    s.restarts.append((last, it, r.line))
                 s.loss.restart()
                 s.gn.restart()
                 self._last_gn = None

@@ -54,18 +54,24 @@ def absmax(tensors: list):
     best = None
     for t in tensors:
         lo, hi = torch.aminmax(t.detach())
-        m = torch.maximum(hi.float(), -lo.float())
+        m = torch.maximum(hi, lo.neg())
+        m = m if m.dtype == torch.float32 else m.float()
         best = m if best is None else torch.maximum(best, m)
     return best
 
 
 def finite_sum(tensors: list):
-    """One 0-dim fp32 tensor, non-finite iff some element is (fp16: its abs-max). No sync."""
+    """One 0-dim fp32 tensor, non-finite iff some element is (fp16: its abs-max). No sync.
+
+    A sum of finite values stays finite in fp32/bf16 range; NaN, +Inf and -Inf survive it
+    (Inf + -Inf gives NaN). fp16 sums could overflow on their own, so fp16 uses the abs-max.
+    """
     import torch
 
     total = None
     for t in tensors:
-        m = (absmax([t]) if t.dtype == torch.float16 else t.detach().sum().float()).abs()
+        m = absmax([t]) if t.dtype == torch.float16 else t.detach().sum()
+        m = m if m.dtype == torch.float32 else m.float()
         total = m if total is None else total + m
     return total
 

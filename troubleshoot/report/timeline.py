@@ -3,14 +3,16 @@
 Sample (``llmfix probe 08_megatron_bigscience.log``: the BLOOM-176B spike at 31219)::
 
     08_megatron_bigscience.log  iterations 31214-31251  (11 records)
-      loss     ▁▁▂▁▂█▄▃▂   ▁▁  2.199 .. 5.098
-      gnorm    ▁▁▂▃▅█▆▆▇   ▁▁  0.205 .. 960.4 (log)
-      lr       ██████▇▇▇   ▆▆  5.277e-05 .. 5.279e-05
-      events   G^
+      loss     ▁▁▂▁▁█▄▃▂▁▁  2.199 .. 5.098
+      gnorm    ▁▂▃▅▆█▇▇█▁▁  0.205 .. 960.4 (log)
+      lr       ████████▅▁▁  5.277e-05 .. 5.279e-05
+      events    G  ^
                ^ loss spike  G grad-norm explosion
 
-Columns are iterations (a gap in the log is an empty column); each column shows the worst value
-of the records in it (highest loss and grad norm, lowest loss scale) so short spikes stay visible.
+The grad norm left its level at 31215 (G), the loss at 31218 (^). One column per record while
+they fit; beyond WIDTH records columns are iterations (a gap in the log is an empty column) and
+each shows the worst value of its records (highest loss and grad norm, lowest loss scale), so
+short spikes stay visible.
 The figure (``--plot out.png``) draws the same series with the events, the rollback point and
 the data-skip window marked; matplotlib is imported only when a figure is asked for.
 """
@@ -80,7 +82,7 @@ def timeline(rd: "Reading", width: int = WIDTH) -> list[str]:
             ("lscale", b.ls, True, min), ("lr", b.lr, False, max)]
     for label, values, log, worst in rows:
         line, lo, hi = sparkline(b.it, values, width, log, worst)
-        if not line.strip():
+        if not line.strip() or (label == "lscale" and not s.ls.seen):
             continue
         rng = f"{lo:.4g}" if lo == hi else f"{lo:.4g} .. {hi:.4g}"
         lines.append(f"  {label:<8} {line}  {rng}{' (log)' if log and lo != hi else ''}")
@@ -137,6 +139,8 @@ def plot(rd: "Reading", out: str) -> str:
         if rd.main is not None:
             ax.axvspan(*rd.main.window, color="tab:red", alpha=0.08,
                        label="skip window" if ax is axes[0, 0] else None)
+    if b.it and b.it[-1] > b.it[0]:
+        axes[0, 0].set_xlim(b.it[0], b.it[-1])  # the skip window may reach past the log
     axes[0, 0].set_title(f"{s.path.rsplit('/', 1)[-1]}  ({s.records} records)")
     axes[0, 0].legend(loc="upper right", fontsize=7, ncols=2)
     axes[-1, 0].set_xlabel("iteration")
