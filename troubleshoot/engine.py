@@ -24,7 +24,8 @@ from .observations import Fact, Observations
 
 RULED_OUT, LIKELY = 0.05, 0.5
 MIN_QUESTION_VALUE = 0.02   # below this an answer would not visibly change the ranking
-IMPLIES_SYMPTOM_LR = 2.0    # a probed fact with at least this ratio puts its symptom on the table
+IMPLIES_SYMPTOM_LR = 2.0    # a probed fact with at least this ratio ...
+IMPLIES_SYMPTOM_SCORE = 0.25  # ... that lifts a cause at least this high puts its symptom on the table
 
 Asker = Callable[[Question], Any]  # returns a value, None for "don't know"; raises EOFError to stop
 
@@ -133,7 +134,10 @@ def _question(kb: KnowledgeBase, check: Check, value: float) -> Question:
 
 
 def implied_symptoms(kb: KnowledgeBase, facts: Mapping[str, Fact]) -> dict[str, float]:
-    """Symptoms that probed facts point to: a cause with a holding item of ratio ≥ 2."""
+    """Symptoms that probed facts point to: a cause lifted to ≥ 0.25 by a holding item of ratio ≥ 2.
+
+    Healthy artifacts still publish facts (padding side, dtype, ...); weak ones must not turn a
+    clean report into a list of possible problems."""
     values = {name: f.value for name, f in facts.items()}
     implied: dict[str, float] = {}
     for cause in kb.causes.values():
@@ -143,7 +147,8 @@ def implied_symptoms(kb: KnowledgeBase, facts: Mapping[str, Fact]) -> dict[str, 
             try:
                 if ev.when.evaluate(values):
                     score = score_cause(cause, facts)[0]
-                    implied[cause.symptom] = max(implied.get(cause.symptom, 0.0), score)
+                    if score >= IMPLIES_SYMPTOM_SCORE:
+                        implied[cause.symptom] = max(implied.get(cause.symptom, 0.0), score)
             except (Unknown, ExprError):
                 continue
     return implied
