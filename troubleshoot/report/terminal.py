@@ -39,7 +39,8 @@ def render(diag: Diagnosis, top: int = 5, fixes_per_cause: int = 2) -> str:
         if isinstance(block, dict) and block.get("timeline"):
             lines += [f"  {row}" for row in block["timeline"]] + [""]
     for s in diag.symptoms[:3]:
-        lines.append(click.style(f"Symptom: {s.id}", bold=True) + f"  {s.title}  (match {s.score:.2f})")
+        how = "match" if diag.query else "evidence"
+        lines.append(click.style(f"Symptom: {s.id}", bold=True) + f"  {s.title}  ({how} {s.score:.2f})")
     if diag.symptoms:
         lines.append("")
     shown = [c for c in diag.causes if c.status != "ruled-out"][:top]
@@ -58,6 +59,9 @@ def render(diag: Diagnosis, top: int = 5, fixes_per_cause: int = 2) -> str:
         lines.append("")
     if shown:
         lines.append(f"More: llmfix kb show {shown[0].id}")
+    elif diag.artifacts and not diag.symptoms:
+        lines.append(click.style("Nothing wrong found in these artifacts.", fg="green")
+                     + ' If training still misbehaves, describe it: llmfix ask "..." --probe PATH')
     return "\n".join(lines).rstrip() + "\n"
 
 
