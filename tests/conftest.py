@@ -34,3 +34,19 @@ def shipped_kb():
     from troubleshoot.knowledge import load
 
     return load()
+
+
+@pytest.fixture(scope="session")
+def art(tmp_path_factory):
+    """A healthy checkpoint built once per session: art("gpt2-safetensors") (see ckptfactory)."""
+    import ckptfactory
+
+    return lambda name: ckptfactory.get(name, tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def fresh(tmp_path_factory):
+    """A private copy of a healthy checkpoint, to break: fresh("gpt2-safetensors")."""
+    import ckptfactory
+
+    return lambda name: ckptfactory.copy(ckptfactory.get(name, tmp_path_factory), tmp_path_factory, name)

@@ -16,11 +16,6 @@ from troubleshoot.loaders.tensors import iter_safetensors, list_safetensors, unw
 warnings.filterwarnings("ignore", category=UserWarning)
 
 
-@pytest.fixture(scope="module")
-def art(tmp_path_factory):
-    return lambda name: F.get(name, tmp_path_factory)
-
-
 @pytest.mark.parametrize("name,kind,detail", [
     ("gpt2-safetensors", "hf-checkpoint", "model.safetensors"),
     ("gpt2-sharded", "hf-checkpoint", "safetensors shards"),

@@ -14,16 +14,6 @@ from troubleshoot.probes import ProbeContext, config
 warnings.filterwarnings("ignore", category=UserWarning)
 
 
-@pytest.fixture(scope="module")
-def art(tmp_path_factory):
-    return lambda name: F.get(name, tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
-def fresh(tmp_path_factory):
-    return lambda name: F.copy(F.get(name, tmp_path_factory), tmp_path_factory, name)
-
-
 def probe(path):
     return config.run(ProbeContext([detect(path)]))
 

@@ -67,6 +67,7 @@ def test_adapter_only_training_is_fine():
     assert 0 < facts(obs)["grads.trainable_fraction"] < 0.05
     assert "adapter" in by_id(obs)["grads.trainable"].message
     assert "grads.zero" not in by_id(obs)  # lora_A has zero grad while lora_B is still zero
+    assert facts(obs)["grads.zero_params"] == 0 and facts(obs)["grads.none_params"] == 0
 
 
 def test_dead_layer():
@@ -166,6 +167,14 @@ def test_device_selection():
     if not torch.cuda.is_available():
         with pytest.raises(LlmfixError, match="--device cuda"):
             model_loader.resolve_device("cuda")
+
+
+def test_jsonl_token_rows_are_read_through_the_batch_loader(tmp_path):
+    rows = ['{"input_ids": [1, 2, 3, 4, 5, 6]}', '{"input_ids": [7, 8, 9]}']
+    (tmp_path / "b.jsonl").write_text("\n".join(rows) + "\n")
+    obs = gradflow.run(ProbeContext([Artifact(str(tmp_path / "b.jsonl"), "batch")],
+                                    model_factory=f"{FACTORY}:correct_lm"))
+    assert "b.jsonl (2x6 tokens)" in by_id(obs)["forward.loss"].message and errors(obs) == []
 
 
 def test_user_batch_is_used_and_bad_ids_fall_back(tmp_path):

@@ -81,11 +81,6 @@ def test_healthy_batch_and_checkpoint_find_nothing(tmp_path, ckpt):
     assert not finding_ids(data, ("error",)) and data["causes"] == [] and code == 0
 
 
-@pytest.fixture(scope="module")
-def fresh(tmp_path_factory):
-    return lambda name: F.copy(F.get(name, tmp_path_factory), tmp_path_factory, name)
-
-
 def test_nan_weight_is_nonfinite_weights(fresh):
     folder = F.edit_safetensors(fresh("gpt2-safetensors"),
                                 lambda n, t: t.index_put_((torch.tensor([0]),), torch.tensor(float("nan")))

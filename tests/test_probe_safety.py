@@ -17,11 +17,6 @@ from troubleshoot.probes import ProbeContext, config, optimizer, weights
 warnings.filterwarnings("ignore", category=UserWarning)
 
 
-@pytest.fixture(scope="module")
-def art(tmp_path_factory):
-    return lambda name: F.get(name, tmp_path_factory)
-
-
 def run_probes(path):
     ctx = ProbeContext([detect(path)])
     return [m.run(ctx) for m in (config, weights, optimizer)]

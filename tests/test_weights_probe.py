@@ -16,17 +16,6 @@ from troubleshoot.probes.weights import classify
 warnings.filterwarnings("ignore", category=UserWarning)
 
 
-@pytest.fixture(scope="module")
-def art(tmp_path_factory):
-    return lambda name: F.get(name, tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
-def fresh(tmp_path_factory):
-    """A copy of a healthy folder to break: fresh("gpt2-safetensors")."""
-    return lambda name: F.copy(F.get(name, tmp_path_factory), tmp_path_factory, name)
-
-
 def probe(path, module=weights):
     return module.run(ProbeContext([detect(path)]))
 
