@@ -169,24 +169,26 @@ def _read_symptom(doc: Located, stem: str, kb: KnowledgeBase, problems: list[Pro
             symptom.checks.append(Check(raw.get("fact", ""), raw.get("ask", ""), sid, raw.get("how", ""),
                                         raw.get("probe", ""), int(raw.get("cost", 2) or 2), raw.get("after", ""),
                                         doc.line(("checks", i))))
-    for i, raw in enumerate(data.get("causes") or []):
-        cause = _read_cause(doc, ("causes", i), raw, sid, problems)
-        if cause is None:
-            continue
-        if cause.id in kb.causes:
-            problems.append(doc.problem(("causes", i, "id"), f"duplicate cause id '{cause.id}'"))
-            continue
-        kb.causes[cause.id] = cause
-        symptom.causes.append(cause)
-    for i, raw in enumerate(data.get("fixes") or []):
-        fix = _read_fix(doc, ("fixes", i), raw, sid, problems)
-        if fix is None:
-            continue
-        if fix.id in kb.fixes:
-            problems.append(doc.problem(("fixes", i, "id"), f"duplicate fix id '{fix.id}' (first in {kb.fixes[fix.id].symptom})"))
-            continue
-        kb.fixes[fix.id] = fix
+    symptom.causes = _read_unique(doc, "causes", data, sid, _read_cause, kb.causes, "cause", problems)
+    _read_unique(doc, "fixes", data, sid, _read_fix, kb.fixes, "fix", problems)
     kb.symptoms[sid] = symptom
+
+
+def _read_unique(doc: Located, section: str, data: dict, sid: str, reader, table: dict, kind: str,
+                 problems: list[Problem]) -> list:
+    """Read causes or fixes into the global ``table``; a second item with an id is a problem."""
+    items = []
+    for i, raw in enumerate(data.get(section) or []):
+        item = reader(doc, (section, i), raw, sid, problems)
+        if item is None:
+            continue
+        if item.id in table:
+            first = getattr(table[item.id], "symptom", "")
+            problems.append(doc.problem((section, i, "id"), f"duplicate {kind} id '{item.id}' (first in {first})"))
+            continue
+        table[item.id] = item
+        items.append(item)
+    return items
 
 
 def _read_aliases(doc: Located, raw: Any, problems: list[Problem]) -> dict[str, list[str]]:
