@@ -125,3 +125,44 @@ def test_interactive_json_keeps_stdout_clean(mini_cli):
     data = json.loads(result.stdout)
     assert data["causes"][0]["status"] == "confirmed"
     assert "attention_mask" in result.stderr
+
+
+def test_ambiguous_query_lets_the_user_pick(mini_cli, mini_root):
+    twin = (mini_root / "rules" / "nan-loss.yaml").read_text()
+    twin = (twin.replace("id: nan-loss\n", "id: loss-nan\n").replace("nan-loss.", "loss-nan.")
+            .replace("fix-", "fix-twin-").replace("nanloss.early", "lossnan.early")
+            .replace("title: Loss becomes NaN", "title: Loss becomes NaN again"))
+    (mini_root / "rules" / "loss-nan.yaml").write_text(twin)
+    (mini_root / "kb" / "loss-nan.md").write_text((mini_root / "kb" / "nan-loss.md").read_text().replace("nan-loss", "loss-nan"))
+    listing = run("ask", "loss is nan", input="").stderr
+    assert "Which of these is closest?" in listing
+    number = next(line.split(")")[0].strip() for line in listing.splitlines() if "loss-nan " in line)
+    result = run("ask", "loss is nan", input=f"{number}\nn\n")
+    chosen = result.output[result.output.index("Symptom:"):]
+    assert chosen.count("Symptom:") == 1 and "loss-nan.invalid-mask" in chosen
+
+
+def test_ask_with_probe_answers_the_question_from_the_batch(tmp_path):
+    import batchfactory as B
+
+    batch = B.healthy_batch()
+    batch["attention_mask"][1, 3] = 2
+    path = B.save_pt(batch, tmp_path / "batch.pt")
+    result = run("ask", "--no-input", "--json", "--probe", str(path), "loss went nan")
+    data = json.loads(result.stdout)
+    jsonschema.validate(data, SCHEMA)
+    assert data["causes"][0]["id"] == "nan-loss.invalid-mask"
+    assert any(e["from"] == "probe:batch" for e in data["causes"][0]["evidence"])
+    assert all(q["fact"] != "data.mask.binary" for q in data["questions"])
+    assert data["artifacts"][0]["kind"] == "batch" and result.exit_code == 1
+
+
+def test_probe_bad_paths_are_one_line_errors(tmp_path):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "junk.bin").write_bytes(b"\x00\x01garbage" * 10)
+    for path, message in ((tmp_path / "missing.pt", "no such file or directory"),
+                          (tmp_path / "empty", "empty directory"),
+                          (tmp_path / "junk.bin", "junk.bin")):
+        result = run("probe", str(path))
+        assert result.exit_code == 2 and message in result.output, result.output
+        assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
