@@ -11,7 +11,9 @@ from troubleshoot.loaders import detect
 from troubleshoot.observations import Artifact
 from troubleshoot.probes import ProbeContext
 from troubleshoot.probes import logs as P
-from troubleshoot.probes import logseries as S
+from troubleshoot.probes import logs_detectors as D
+from troubleshoot.probes.logs_stats import MAX_BLOCKS
+from troubleshoot.probes.logs_summary import analyse
 
 WRITERS = {
     "megatron": lambda p, rows: LF.write_megatron(p / "train.log", rows, save_every=1000),
@@ -47,7 +49,7 @@ def near(value, target, tol):
 
 def test_spike_detector_on_a_noisy_series():
     rnd = random.Random(0)
-    det = S.SpikeDetector("spike")
+    det = D.SpikeDetector("spike")
     for i in range(1, 400):
         v = 3.0 * (1 + rnd.gauss(0, 0.01)) * (2.0 if 200 <= i < 230 else 1.0)
         det.update(i, v, i)
@@ -60,7 +62,7 @@ def test_spike_detector_on_a_noisy_series():
 def test_steady_rise_is_divergence_not_spike():
     """A rise of ~3 % per record opens an event after a few records; slower ones are left to the
     block-level drift check (test_slow_divergence_without_a_spike)."""
-    det = S.SpikeDetector("spike")
+    det = D.SpikeDetector("spike")
     for i in range(1, 200):
         det.update(i, 3.0 if i < 100 else 3.0 + 0.1 * (i - 100), i)
     det.finish()
@@ -69,12 +71,12 @@ def test_steady_rise_is_divergence_not_spike():
 
 
 def test_event_that_never_recovers_settles():
-    det = S.SpikeDetector("spike")
+    det = D.SpikeDetector("spike")
     for i in range(1, 400):
         det.update(i, 3.0 if i < 100 else 4.0, i)
     det.finish()
     ev = det.events[0]
-    assert not ev.recovered and ev.settled == pytest.approx(4.0) and ev.records >= S.SETTLE_RECORDS
+    assert not ev.recovered and ev.settled == pytest.approx(4.0) and ev.records >= D.SETTLE_RECORDS
 
 
 # --------------------------------------------------------------------------------------------
@@ -332,6 +334,6 @@ def test_timeline_and_plot(tmp_path, monkeypatch):
 def test_memory_stays_bounded_on_a_long_run(tmp_path):
     rows = LF.simulate(LF.Run(iters=60000, interval=1, fp16=False, save_every=None, val_every=None, seed=16))
     path = LF.write_jsonl(tmp_path / "m.jsonl", rows)
-    s = S.analyse(path)
-    assert s.records == 60000 and len(s.blocks.it) <= S.MAX_BLOCKS
-    assert len(s.loss.recent) <= S.LEVEL_WINDOW and len(s.loss.hist) <= S.LOOKBACK
+    s = analyse(path)
+    assert s.records == 60000 and len(s.blocks.it) <= MAX_BLOCKS
+    assert len(s.loss.recent) <= D.LEVEL_WINDOW and len(s.loss.hist) <= D.LOOKBACK

@@ -14,6 +14,8 @@ import logfactory as LF
 from troubleshoot.errors import ArtifactError
 from troubleshoot.loaders import detect
 from troubleshoot.loaders import logs as L
+from troubleshoot.loaders import logs_metrics as LM
+from troubleshoot.loaders import logs_text as LT
 from troubleshoot.probes import ProbeContext
 from troubleshoot.probes import logs as P
 
@@ -202,7 +204,7 @@ def test_jsonl_and_csv(tmp_path):
 def test_trainer_state_streams_across_chunks(tmp_path, monkeypatch):
     rows = LF.simulate(LF.Run(iters=3000, interval=10, fp16=False))
     p = LF.write_trainer_state(tmp_path / "trainer_state.json", rows, save_steps=500, lr_key="lr")
-    monkeypatch.setattr(L, "CHUNK", 97)  # every entry straddles a refill
+    monkeypatch.setattr(LM, "CHUNK", 97)  # every entry straddles a refill
     recs = list(L.iter_records(p))
     train = [r for r in recs if r.kind == "train"]
     assert len(train) == 300 and train[0].lr == rows[0]["lr"] and train[-1].iteration == 3000
@@ -287,11 +289,11 @@ def test_one_huge_line_is_read_in_bounded_memory(tmp_path):
             f.write(b"z" * (1 << 20))  # one 50 MB line, no newline inside
         f.write(("\n" + SEED_7000.replace("7000/", "7010/") + "\n").encode())
     tracemalloc.start()
-    lines = [(n, len(t)) for n, t in L.iter_lines(p)]
+    lines = [(n, len(t)) for n, t in LT.iter_lines(p)]
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    assert [n for n, _ in lines] == [1, 2, 3] and lines[1][1] == L.MAX_LINE
-    assert peak < 8 * L.CHUNK  # a few chunks, never the line
+    assert [n for n, _ in lines] == [1, 2, 3] and lines[1][1] == LT.MAX_LINE
+    assert peak < 8 * LT.CHUNK  # a few chunks, never the line
     assert [r.iteration for r in L.iter_records(p) if r.kind == "train"] == [7000, 7010]
 
 

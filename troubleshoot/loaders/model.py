@@ -37,7 +37,8 @@ CPU_MAX_PARAMS = 400_000_000    # above this, forward+backward on CPU takes minu
 MEMORY_FRACTION = 0.5           # the run may take this share of free RAM / free GPU memory
 BYTES_PER_PARAM = 8             # weights + grads, fp32 at the widest (the fp32 pass)
 ACTIVATION_HEADROOM = 1.25      # activations of a capped batch on top of weights + grads
-MAX_BATCH, MAX_SEQ = 8, 256     # a user batch is cut to this many rows x tokens
+MAX_BATCH, MAX_SEQ = 8, 256     # a user batch is cut to this many rows x tokens ...
+CPU_MAX_TOKENS = 512            # ... and on CPU to this many tokens in all (fewer rows)
 SYNTH_BATCH, SYNTH_SEQ = 2, 64  # synthetic batch when none is given
 CACHE_KEY = "_llmfix_model"     # ctx.options slot shared by gradflow and masks
 
@@ -260,7 +261,7 @@ def synthetic_batch(lm: LoadedModel, batch: int = SYNTH_BATCH, seq: int = SYNTH_
 
 
 def batch_for(ctx, lm: LoadedModel) -> tuple[dict, str]:
-    """The user's batch (cut to MAX_BATCH x MAX_SEQ) when one is given and usable, else synthetic.
+    """The user's batch (cut to MAX_BATCH x MAX_SEQ, CPU_MAX_TOKENS on CPU) if usable, else synthetic.
 
     Returns the batch and a note saying which it is and why (shown in the summary finding).
     """
@@ -279,20 +280,25 @@ def batch_for(ctx, lm: LoadedModel) -> tuple[dict, str]:
     if not isinstance(ids, torch.Tensor) or ids.is_floating_point() or ids.dim() not in (1, 2):
         return synthetic_batch(lm), f"synthetic tokens ({Path(path).name} has no 2-D integer input_ids)"
     ids = ids.reshape(1, -1) if ids.dim() == 1 else ids
-    limit = min(MAX_SEQ, lm.max_positions or MAX_SEQ)
-    rows, cols = slice(0, MAX_BATCH), slice(0, limit)
-    ids = ids[rows, cols].long()
+    if ids.numel() == 0:
+        return synthetic_batch(lm), f"synthetic tokens ({Path(path).name} has empty input_ids)"
+    limit = min(MAX_SEQ, lm.max_positions or MAX_SEQ, ids.shape[1])
+    max_rows = MAX_BATCH if lm.device.type != "cpu" else max(1, min(MAX_BATCH, CPU_MAX_TOKENS // limit))
+    full, rows, cols = ids.shape, slice(0, max_rows), slice(0, limit)
+
+    def cut(t):  # the same rows and columns of a tensor laid out like input_ids, else None
+        ok = isinstance(t, torch.Tensor) and t.numel() == full.numel()
+        return t.reshape(full)[rows, cols].long() if ok else None
+
+    ids, mask, labels = cut(ids), cut(tensors.get("attention_mask")), cut(tensors.get("labels"))
     if lm.vocab_size and (ids.min() < 0 or ids.max() >= lm.vocab_size):
         return synthetic_batch(lm), (f"synthetic tokens ({Path(path).name} holds token ids outside "
                                      f"[0, {lm.vocab_size}); see the batch probe)")
-    mask = tensors.get("attention_mask")
-    mask = mask.reshape(ids.shape[0], -1)[rows, cols] if isinstance(mask, torch.Tensor) and mask.numel() else None
-    if mask is None or mask.shape != ids.shape:
+    if mask is None:
         mask = torch.ones_like(ids)
-    labels = tensors.get("labels")
-    labels = labels.reshape(ids.shape[0], -1)[rows, cols].long() if isinstance(labels, torch.Tensor) else None
-    note = f"{Path(path).name} ({ids.shape[0]}x{ids.shape[1]} tokens)"
-    if labels is None or labels.shape != ids.shape:
+    note = f"{Path(path).name} ({ids.shape[0]}x{ids.shape[1]} tokens" + (
+        f" of {full[0]}x{full[1]}, cut to the caps)" if ids.shape != full else ")")
+    if labels is None:
         labels = ids.masked_fill(mask == 0, -100)
     elif not (labels != -100).any():
         labels = ids.clone()
@@ -302,19 +308,18 @@ def batch_for(ctx, lm: LoadedModel) -> tuple[dict, str]:
 
 
 def _read_batch(path: Path) -> dict:
-    """Tensors of a batch file; ``.jsonl`` needs the batch loader (tokenised text)."""
-    try:
-        from . import batch as batch_loader  # the batch helper's reader, when present
-        reader = getattr(batch_loader, "read_batch", None)
-    except ImportError:
-        reader = None
-    if reader is not None:
-        return dict(reader(path))
-    from .tensors import iter_tensors
+    """input_ids / attention_mask / labels through the batch loader; ragged records masked."""
+    from .batch import read
 
-    if path.suffix == ".jsonl":
-        raise LlmfixError(f"{path.name}: a .jsonl batch needs the batch loader")
-    return {name: t for name, t in iter_tensors(path) if name in ("input_ids", "attention_mask", "labels")}
+    batch = read(path)
+    seqs = {k: v for k, v in batch.seqs.items() if k in ("input_ids", "attention_mask", "labels")}
+    if "input_ids" in seqs and batch.lengths is not None:
+        valid = batch.valid
+        mask = seqs.get("attention_mask")
+        seqs["attention_mask"] = (mask if mask is not None and mask.shape == valid.shape else 1) * valid.long()
+        if "labels" in seqs and seqs["labels"].shape == valid.shape:
+            seqs["labels"] = seqs["labels"].masked_fill(~valid, -100)
+    return seqs
 
 
 def _auto_class(config):
@@ -340,11 +345,19 @@ def _auto_class(config):
 
 
 def _config_causal(config) -> bool:
-    from transformers.models.auto import modeling_auto as ma
-
+    """Decoder or encoder from an HF config: the architecture's class, ``is_decoder``, else any
+    model type without a masked-LM head (the default assumption is causal)."""
+    archs = list(getattr(config, "architectures", None) or [])
+    if any(a.endswith("ForMaskedLM") for a in archs):
+        return False
+    if getattr(config, "is_decoder", False) or any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in archs):
+        return True
+    try:
+        from transformers.models.auto import modeling_auto as ma
+    except ModuleNotFoundError:
+        return True
     mtype = getattr(config, "model_type", "")
-    return bool(getattr(config, "is_decoder", False)) or (
-        mtype in ma.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and mtype not in ma.MODEL_FOR_MASKED_LM_MAPPING_NAMES)
+    return mtype not in ma.MODEL_FOR_MASKED_LM_MAPPING_NAMES
 
 
 def build_from_factory(spec: str, device, force: bool = False):
@@ -378,8 +391,7 @@ def build_from_factory(spec: str, device, force: bool = False):
     if isinstance(declared, bool):
         causal = declared
     elif config is not None and (getattr(config, "architectures", None) or getattr(config, "model_type", None)):
-        causal = _config_causal_any(config)
-        declared = True
+        causal, declared = _config_causal(config), True
     else:
         causal = True
     vocab = getattr(model, "vocab_size", None) or getattr(config, "vocab_size", None) or _embedding_rows(model)
@@ -403,10 +415,12 @@ def _import_target(spec: str, target: str):
         name = "llmfix_factory_" + path.stem
         mod_spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(mod_spec)
+        sys.modules[name] = module  # dataclasses and pickling look their module up here
         sys.path.insert(0, str(path.resolve().parent))  # let it import its siblings
         try:
             mod_spec.loader.exec_module(module)
         except Exception as err:
+            sys.modules.pop(name, None)
             raise LlmfixError(f"--model-factory {spec}: importing {target} failed: {_one_line(err)}") from None
         finally:
             sys.path.remove(str(path.resolve().parent))
@@ -425,16 +439,6 @@ def _import_target(spec: str, target: str):
     finally:
         if added:
             sys.path.remove(os.getcwd())
-
-
-def _config_causal_any(config) -> bool:
-    archs = list(getattr(config, "architectures", None) or [])
-    if any(a.endswith("ForMaskedLM") for a in archs):
-        return False
-    try:
-        return _config_causal(config) or any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in archs)
-    except ModuleNotFoundError:
-        return True
 
 
 def _accepts(module) -> frozenset:

@@ -22,7 +22,7 @@ import math
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..probes.logs import Reading
+    from ..probes.logs_reading import Reading
 
 BARS = "▁▂▃▄▅▆▇█"
 WIDTH = 64
