@@ -123,8 +123,15 @@ def _find_log_history(f: IO[str], path: Path) -> tuple[str, str, int]:
         start = buf.find('"log_history"')
     if start < 0:
         raise ArtifactError(path, "trainer_state.json without a log_history list")
+    bracket = buf.find("[", start)
+    while bracket < 0:  # the key ended right at a chunk boundary
+        more = f.read(CHUNK)
+        if not more:
+            raise ArtifactError(path, "trainer_state.json: log_history is not followed by a list")
+        buf += more
+        bracket = buf.find("[", start)
     head = buf[:start].rstrip().rstrip(",") + "}"
-    return head, buf, buf.index("[", start) + 1
+    return head, buf, bracket + 1
 
 
 def _more(f: IO[str], path: Path, index: int) -> str:
