@@ -148,12 +148,19 @@ def replay_estimate(model, ids, plain_s: float, reps: int = 5) -> dict:
 
 
 def probe_times(model, device: str) -> dict:
-    with tempfile.TemporaryDirectory() as tmp:
-        model.config.dtype = torch.float32
-        model.save_pretrained(tmp)
-        ctx = ProbeContext([Artifact(tmp, "hf-checkpoint")], device=device)
-        from troubleshoot.loaders.model import model_for
+    """Wall time of building the model from an HF folder, gradflow and masks (fp32 checkpoint);
+    gradflow again with a user batch of 8 x 256 (cut to the caps: CPU_MAX_TOKENS on CPU), and on
+    the same model saved in bf16 (two passes: bf16, then fp32)."""
+    from troubleshoot.loaders.model import MAX_BATCH, MAX_SEQ, model_for
 
+    out: dict = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        folder, batch = Path(tmp) / "fp32", Path(tmp) / "batch.pt"
+        model.config.dtype = torch.float32
+        model.save_pretrained(folder)
+        ids = torch.randint(0, model.config.vocab_size, (MAX_BATCH, MAX_SEQ), generator=torch.Generator().manual_seed(1))
+        torch.save({"input_ids": ids, "attention_mask": torch.ones_like(ids)}, batch)
+        ctx = ProbeContext([Artifact(str(folder), "hf-checkpoint")], device=device)
         t0 = time.perf_counter()
         req = model_for(ctx)
         t1 = time.perf_counter()
@@ -161,9 +168,29 @@ def probe_times(model, device: str) -> dict:
         t2 = time.perf_counter()
         m = masks.run(ctx)
         t3 = time.perf_counter()
-    errs = [f.id for f in g.findings + m.findings if f.severity == "error"]
-    return {"params_m": req.model.n_params / 1e6 if req.model else None, "load_s": t1 - t0,
-            "gradflow_s": t2 - t1, "masks_s": t3 - t2, "error_findings": errs}
+        out |= {"params_m": req.model.n_params / 1e6, "load_s": t1 - t0, "gradflow_s": t2 - t1,
+                "masks_s": t3 - t2}
+        errs = [f.id for f in g.findings + m.findings if f.severity == "error"]
+        ctx = ProbeContext([Artifact(str(folder), "hf-checkpoint"), Artifact(str(batch), "batch")], device=device)
+        model_for(ctx)
+        t0 = time.perf_counter()
+        g = gradflow.run(ctx)
+        out["gradflow_8x256_s"] = time.perf_counter() - t0
+        errs += [f.id for f in g.findings if f.severity == "error"]
+        folder16 = Path(tmp) / "bf16"
+        model.to(torch.bfloat16).config.dtype = torch.bfloat16
+        model.save_pretrained(folder16)
+        model.float()
+        ctx = ProbeContext([Artifact(str(folder16), "hf-checkpoint")], device=device)
+        model_for(ctx)
+        t0 = time.perf_counter()
+        g = gradflow.run(ctx)
+        t1 = time.perf_counter()
+        m = masks.run(ctx)
+        out |= {"bf16_gradflow_s": t1 - t0, "bf16_masks_s": time.perf_counter() - t1}
+        errs += [f.id for f in g.findings + m.findings if f.severity == "error"]
+    out["error_findings"] = errs
+    return out
 
 
 def main() -> None:
@@ -171,6 +198,9 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="small models, for a smoke run")
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="torch threads for the overhead ratios (0: torch's default); 1 gives steadier "
+                         "ratios on a machine shared with other jobs")
     args = ap.parse_args()
     device = "cuda" if torch.cuda.is_available() else "cpu"
     big = (4, 256) if args.quick else (12, 768)
@@ -179,6 +209,9 @@ def main() -> None:
 
     model = gpt2(*big)
     out["probes"] = probe_times(model, device)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+        out["overhead_threads"] = args.threads
     model = model.to(device)
     gen = torch.Generator().manual_seed(0)
     name = f"gpt2_{big[0]}x{big[1]}"
@@ -197,8 +230,11 @@ def main() -> None:
     p = out["probes"]
     print(f"device: {out['device']}, torch {out['torch']}")
     print(f"GPT-2 {p['params_m']:.0f}M from an HF folder: load {p['load_s']:.1f}s, gradflow "
-          f"{p['gradflow_s']:.1f}s, masks {p['masks_s']:.1f}s, error findings: {p['error_findings'] or 'none'}")
-    print(f"first-non-finite localisation vs one plain forward ({args.runs} interleaved runs; "
+          f"{p['gradflow_s']:.1f}s, masks {p['masks_s']:.1f}s; gradflow on an 8x256 batch (capped) "
+          f"{p['gradflow_8x256_s']:.1f}s; saved in bf16: gradflow {p['bf16_gradflow_s']:.1f}s, masks "
+          f"{p['bf16_masks_s']:.1f}s; error findings: {p['error_findings'] or 'none'}")
+    threads = f", {args.threads} torch thread(s)" if args.threads else ""
+    print(f"first-non-finite localisation vs one plain forward ({args.runs} interleaved runs{threads}; "
           "ratio of medians / of fastest runs / replayed reductions):")
     for key, r in out.items():
         if not (isinstance(r, dict) and "plain_ms" in r):

@@ -107,6 +107,7 @@ def test_nan_weight_points_at_its_layer():
     assert frames[-1]["module"] == "blocks.1.mlp.fc1" and frames[-1]["weight_nonfinite"] is True
     assert len(frames) <= 5 and math.isfinite(frames[0]["output_absmax"])
     assert found["grads.nonfinite"].severity == "error"
+    assert facts(obs)["weights.nonfinite"] is True  # the built model itself: no weight file to read
 
 
 def test_results_are_deterministic():
@@ -189,12 +190,24 @@ def test_user_batch_is_used_and_bad_ids_fall_back(tmp_path):
     assert "synthetic tokens" in by_id(obs)["forward.loss"].message and errors(obs) == []
 
 
+def test_a_large_user_batch_is_cut_to_the_caps(tmp_path, monkeypatch):
+    monkeypatch.setattr(model_loader, "CPU_MAX_TOKENS", 60)
+    ids = torch.randint(0, 64, (5, 40))
+    torch.save({"input_ids": ids, "attention_mask": torch.ones(5, 40, dtype=torch.bool)}, tmp_path / "b.pt")
+    obs = gradflow.run(ProbeContext([Artifact(str(tmp_path / "b.pt"), "batch")], device="cpu",
+                                    model_factory=f"{FACTORY}:correct_lm"))
+    assert "b.pt (1x40 tokens of 5x40, cut to the caps)" in by_id(obs)["forward.loss"].message
+
+
 def test_published_facts_are_registered():
     import yaml
 
-    registry = yaml.safe_load((ROOT / "rules" / "_facts" / "forward.yaml").read_text())
-    for name in ("correct_lm", "nan_weight_lm", "fp16_overflow_half_lm", "dead_layer_lm"):
+    registry: dict = {}
+    for path in (ROOT / "rules" / "_facts").glob("*.yaml"):
+        registry |= yaml.safe_load(path.read_text())
+    for name in ("correct_lm", "nan_weight_lm", "fp16_overflow_half_lm", "dead_layer_lm", "frozen_lm"):
         assert set(gradflow.run(factory(name)).facts) <= set(registry), name
+        assert set(masks.run(factory(name)).facts) <= set(registry), name
 
 
 # --- transformers checkpoints -------------------------------------------------------------------

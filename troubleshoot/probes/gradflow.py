@@ -5,14 +5,20 @@ training just does not learn, or the loss turns NaN thousands of steps later. On
 a small batch (the user's, or seeded synthetic tokens) shows all of them at once. The model runs in
 eval() (no dropout), so results are deterministic; nothing is written anywhere.
 
-Sample findings (``where  id  message``)::
+Sample findings (``where  id  message``; tests/modelfactory.py models)::
 
-    ckpt/  info     grads.trainable                 all 1.2M parameters are trainable
-    ckpt/  error    grads.dead_layers               no gradient reaches blocks.1 (1 of 2 layers)
-    ckpt/  error    forward.loss_nonfinite          loss is nan in float16 (fp32: 4.17)
-    ckpt/  error    forward.first_nonfinite_module  first NaN/Inf output: blocks.0.scale (Scale)...
-    ckpt/  warning  forward.fp16_overflow_risk      activations reach 3.1e+05 in fp32 (blocks.0.scale)
-    ckpt/  info     grads.profile                   grad norm first layers 0.41, last 0.12 (3.4x)
+    info   grads.trainable                 all 0.03M parameters are trainable
+    error  grads.dead_layers               no gradient reaches 1 of 2 layers: blocks.1 (their output
+                                           is zeroed or cut from the loss)
+    error  forward.loss_nonfinite          loss is nan in float16, 4.177 in float32 on synthetic
+                                           tokens (2x64); only the low-precision pass fails: an
+                                           overflow of its range
+    error  forward.first_nonfinite_module  first NaN/Inf output in float16: blocks.0.mlp.scale
+                                           (Scale); input abs-max 2.9, output abs-max inf
+    error  forward.fp16_overflow_risk      activations reach 2.9e+05 in fp32, above the fp16 maximum
+                                           65504 (first at blocks.0.mlp.scale): fp16/AMP overflows here
+    info   grads.profile                   global grad norm 0.531; per-layer grad norm: first layers
+                                           0.123, last layers 0.123 (1x)
 
 How to read them: ``grads.frozen`` / ``grads.none`` / ``grads.dead_layers`` say where learning
 stops (no-grad-flow); ``forward.first_nonfinite_module`` names the layer to inspect first
@@ -52,7 +58,7 @@ def run(ctx) -> Observations:
         _probe(lm, batch, note, obs)
     except LlmfixError:
         raise
-    except (RuntimeError, ValueError, TypeError, IndexError) as err:
+    except Exception as err:  # the user's model may raise anything; report, do not crash
         obs.find("forward.error", "warning", f"the model raised {type(err).__name__} during "
                  f"forward/backward: {str(err).strip().splitlines()[0][:200] if str(err).strip() else ''}",
                  where=lm.where)
@@ -131,7 +137,8 @@ def _probe(lm: LoadedModel, batch: dict, note: str, obs: Observations) -> None:
         obs.find("grads.frozen", "error", f"no parameter is trainable: all {len(params)} tensors have "
                  "requires_grad=False, so no optimizer step can change the model", where, 0.0)
     else:
-        obs.find("grads.trainable", "info", f"{frac:.2%} of {total / 1e6:.2f}M parameters are trainable"
+        share = "all" if frac == 1.0 else f"{frac:.2%} of"
+        obs.find("grads.trainable", "info", f"{share} {total / 1e6:.2f}M parameters are trainable"
                  + (" (adapter-style fine-tuning)" if frac < 0.05 else ""), where, frac)
 
     main = _Pass(lm, batch, trainable)
@@ -180,10 +187,27 @@ def _report_first_nonfinite(lm, pas: _Pass, hit: int, frames: list, obs: Observa
     if last:
         detail += f"; input abs-max {_g(last['input_absmax'])}, output abs-max {_g(last['output_absmax'])}"
     severity = "error" if not pas.finite else "warning"
+    bad = _nonfinite_weights(lm.module)
+    if bad:  # the built model itself holds NaN/Inf: what the weights probe says of a file
+        obs.fact("weights.nonfinite", True, SOURCE, ", ".join(bad[:SHOW]))
+        obs.fact("weights.nonfinite_tensors", len(bad), SOURCE)
+        detail += f"; {len(bad)} weight tensors of the model hold NaN/Inf: {_list(bad)}"
     obs.fact("forward.first_nonfinite_module", name, SOURCE, f"call {hit} of the forward pass")
     obs.find("forward.first_nonfinite_module", severity, f"first NaN/Inf output in {_name(pas.dtype)}: "
              f"{name} ({last.get('class', '?')}){detail}", f"{lm.where}: {name}",
              {"module": name, "dtype": _name(pas.dtype), "frames": frames})
+
+
+def _nonfinite_weights(module) -> list[str]:
+    """Names of parameters and buffers holding NaN/Inf (one host sync)."""
+    import torch
+
+    named = [(n, t) for n, t in list(module.named_parameters()) + list(module.named_buffers())
+             if t.is_floating_point() and t.numel()]
+    if not named:
+        return []
+    flags = torch.stack([torch.isfinite(nf.finite_sum([t.detach()])) for _, t in named]).cpu().tolist()
+    return [n for (n, _), ok in zip(named, flags) if not ok]
 
 
 def _report_overflow(lm, fp32: _Pass, obs: Observations) -> None:
@@ -234,7 +258,7 @@ def _report_grads(lm, pas: _Pass, trainable: list, obs: Observations) -> None:
                  "reentrant gradient checkpointing)", where, len(trainable))
         return
     params = dict(trainable)
-    zero = [n for n, v in pas.amax.items() if v == 0.0]
+    zero = [n for n, v in pas.amax.items() if v == 0.0 and not _lora_a_expected(n, params)]
     bad = [n for n in pas.norm if not (math.isfinite(pas.norm[n]) and math.isfinite(pas.amax[n]))]
     obs.fact("grads.none_params", len(pas.none), SOURCE, ", ".join(pas.none[:SHOW]))
     obs.fact("grads.zero_params", len(zero), SOURCE, ", ".join(zero[:SHOW]))
@@ -263,7 +287,7 @@ def _report_grads(lm, pas: _Pass, trainable: list, obs: Observations) -> None:
                  f"{_list(dead)} (their output is zeroed or cut from the loss)", where,
                  {g: norm[g] for g in dead})
     dead_params = {n for g in dead for n in groups[g]}
-    zero = [n for n in zero if n not in dead_params and not _lora_a_expected(n, params)]
+    zero = [n for n in zero if n not in dead_params]
     if zero:
         obs.find("grads.zero", "warning", f"{len(zero)} trainable tensors got an all-zero gradient: "
                  f"{_list(zero)}", where, zero[:50])
