@@ -159,7 +159,7 @@ def ask(text: tuple[str, ...], answers: tuple[str, ...], probe_paths: tuple[str,
 
 # --------------------------------------------------------------------------- probe
 @main.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.argument("paths", nargs=-1, type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print one llmfix/diagnosis-v1 JSON object.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
 @click.option("--model-factory", metavar="MODULE:CALLABLE", help="Build the model with your code (module or file.py).")
@@ -173,6 +173,8 @@ def probe(paths: tuple[str, ...], as_json: bool, device: str, model_factory: str
     """Probe checkpoints, training logs and data batches; rank causes from what they show."""
     from .engine import diagnose
 
+    if not paths and not model_factory:
+        raise click.UsageError("give at least one PATH (checkpoint, log, batch) or --model-factory")
     kb = _kb()
     facts = _parse_answers(kb, answers)
     observations = _run_probes(paths, device=device, static=static, forward=forward,
