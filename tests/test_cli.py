@@ -166,3 +166,21 @@ def test_probe_bad_paths_are_one_line_errors(tmp_path):
         result = run("probe", str(path))
         assert result.exit_code == 2 and message in result.output, result.output
         assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_without_torch_logs_still_work_and_tensors_say_what_to_install(tmp_path):
+    """`pip install llmfix` without extras: text artifacts are probed, .pt files get one line."""
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[1]
+    (tmp_path / "b.pt").write_bytes(b"PK\x03\x04" + b"\x00" * 64)
+    code = ("import sys; sys.modules.update(torch=None, safetensors=None, transformers=None, numpy=None)\n"
+            "from troubleshoot.cli import main; main()")
+    logs = subprocess.run([sys.executable, "-c", code, "probe", "examples/train.log", "examples/batch.jsonl"],
+                          cwd=repo, capture_output=True, text=True)
+    assert logs.returncode == 0 and "logs.spike" in logs.stdout and "Traceback" not in logs.stderr
+    assert "probe 'batch' skipped: needs torch" in logs.stdout
+    pt = subprocess.run([sys.executable, "-c", code, "probe", str(tmp_path / "b.pt")], cwd=repo,
+                        capture_output=True, text=True)
+    assert pt.returncode == 2 and "needs torch" in pt.stderr and "Traceback" not in pt.stderr

@@ -26,8 +26,10 @@ def detect(path: str | Path) -> Artifact:
     if p.is_file() and p.stat().st_size == 0:
         raise ArtifactError(p, "empty file")
     for name in SNIFFERS:
-        module = importlib.import_module(f"{__name__}.{name}")
-        artifact = module.sniff(p)
+        try:
+            artifact = importlib.import_module(f"{__name__}.{name}").sniff(p)
+        except ModuleNotFoundError as err:
+            raise ArtifactError(p, f"reading this needs {err.name}: pip install 'llmfix[models]'") from None
         if artifact is not None:
             return artifact
     what = "folder" if p.is_dir() else "file"

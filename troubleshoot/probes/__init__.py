@@ -37,17 +37,13 @@ def run_all(ctx: ProbeContext) -> Observations:
     out = Observations(artifacts=list(ctx.artifacts))
     for name in FAMILIES:
         try:
-            module = importlib.import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as err:
-            if err.name and err.name.startswith(f"{__name__}."):
-                continue  # family not built yet
-            out.find("probe.missing_dependency", "info",
-                     f"probe '{name}' skipped: needs {err.name} (pip install 'llmfix[probe]')")
-            continue
-        try:
-            part = module.run(ctx)
+            part = importlib.import_module(f"{__name__}.{name}").run(ctx)
         except LlmfixError:
             raise
+        except ModuleNotFoundError as err:  # torch / safetensors / transformers not installed
+            out.find("probe.missing_dependency", "info",
+                     f"probe '{name}' skipped: needs {err.name} (pip install 'llmfix[models]')")
+            continue
         except Exception as err:  # one broken probe must not hide what the others found
             out.find("probe.failed", "warning", f"probe '{name}' stopped: {type(err).__name__}: {err}"[:300])
             continue
