@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from rapidfuzz import fuzz, process
 
 from .knowledge.model import KnowledgeBase
+from .knowledge.read import memo
 
 WORD_WEIGHT, PHRASE_WEIGHT = 0.6, 0.4
 MIN_SCORE = 0.25          # below this nothing matched
@@ -94,28 +95,9 @@ class Match:
 
 class SymptomMatcher:
     def __init__(self, kb: KnowledgeBase) -> None:
-        self.entries = []
-        for s in kb.symptoms.values():
-            aliases = s.all_aliases() + [s.id.replace("-", " ")]
-            entry = _Entry(s.id, s.title, [normalize(a) for a in s.all_aliases()])
-            for cause in s.causes:
-                for tok in tokens(cause.title):
-                    entry.words.setdefault(tok, CAUSE_TEXT_WEIGHT)
-            counts: dict[str, int] = {}
-            for alias in aliases:
-                for tok in set(tokens(alias)):
-                    counts[tok] = counts.get(tok, 0) + 1
-            for tok, count in counts.items():
-                # A word in many of this symptom's aliases is more typical of it than one in a few.
-                entry.words[tok] = 0.5 + 0.5 * min(1.0, TYPICAL_SHARE_SCALE * count / len(aliases))
-            self.entries.append(entry)
-        df: dict[str, int] = {}
-        for entry in self.entries:
-            for tok in entry.words:
-                df[tok] = df.get(tok, 0) + 1
-        n = max(len(self.entries), 1)
-        self.idf = {tok: math.log(1 + n / count) * (GENERIC_WEIGHT if tok in GENERIC else 1.0)
-                    for tok, count in df.items()}
+        index = memo(kb, "matcher", lambda: build_index(kb))
+        self.entries = [_Entry(**entry) for entry in index["entries"]]
+        self.idf = index["idf"]
         self.vocab = list(self.idf)
 
     def _known(self, query_tokens: list[str]) -> list[str]:
@@ -160,6 +142,33 @@ class SymptomMatcher:
             if score > best:
                 best, best_alias = score, alias
         return best, best_alias
+
+
+def build_index(kb: KnowledgeBase) -> dict:
+    """Per symptom its phrases and weighted words, and the idf of every word (JSON-able)."""
+    entries = []
+    for s in kb.symptoms.values():
+        aliases = s.all_aliases() + [s.id.replace("-", " ")]
+        words: dict[str, float] = {}
+        for cause in s.causes:
+            for tok in tokens(cause.title):
+                words.setdefault(tok, CAUSE_TEXT_WEIGHT)
+        counts: dict[str, int] = {}
+        for alias in aliases:
+            for tok in set(tokens(alias)):
+                counts[tok] = counts.get(tok, 0) + 1
+        for tok, count in counts.items():
+            # A word in many of this symptom's aliases is more typical of it than one in a few.
+            words[tok] = 0.5 + 0.5 * min(1.0, TYPICAL_SHARE_SCALE * count / len(aliases))
+        entries.append({"id": s.id, "title": s.title, "phrases": [normalize(a) for a in s.all_aliases()],
+                        "words": words})
+    df: dict[str, int] = {}
+    for entry in entries:
+        for tok in entry["words"]:
+            df[tok] = df.get(tok, 0) + 1
+    n = max(len(entries), 1)
+    idf = {tok: math.log(1 + n / count) * (GENERIC_WEIGHT if tok in GENERIC else 1.0) for tok, count in df.items()}
+    return {"entries": entries, "idf": idf}
 
 
 def pick(matches: list[Match]) -> tuple[list[Match], bool]:

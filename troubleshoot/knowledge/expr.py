@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import math
 import operator
+from functools import cached_property
 from typing import Any, Callable, Mapping
 
 FUNCTIONS: dict[str, Callable[..., Any]] = {
@@ -51,14 +52,27 @@ def dotted_name(node: ast.AST) -> str | None:
 class Expr:
     """A parsed, whitelisted expression. ``facts`` is the set of fact names it reads."""
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, check: bool = True) -> None:
+        """``check=False`` defers parsing to first use: for knowledge already validated unchanged."""
         self.source = str(source).strip()
+        if check:
+            self._tree  # noqa: B018 - parse and validate now, so errors name the rule file
+
+    @cached_property
+    def _tree(self) -> ast.AST:
         try:
-            self._tree = ast.parse(self.source, mode="eval").body
+            tree = ast.parse(self.source, mode="eval").body
         except SyntaxError as err:
             raise ExprError(f"not a valid expression: {self.source!r} ({err.msg})") from None
-        self.facts: set[str] = set()
-        self._check(self._tree)
+        self.__dict__["facts"] = set()
+        self._check(tree)
+        return tree
+
+    @cached_property
+    def facts(self) -> set[str]:
+        """The fact names the expression reads."""
+        self._tree  # noqa: B018 - fills facts
+        return self.__dict__["facts"]
 
     def __repr__(self) -> str:
         return f"Expr({self.source!r})"

@@ -125,6 +125,7 @@ class KnowledgeBase:
     fixes: dict[str, Fix] = field(default_factory=dict)
     facts: dict[str, FactSpec] = field(default_factory=dict)
     articles: dict[str, Article] = field(default_factory=dict)
+    fingerprint: str = ""  # changes with any edit of rules/ or kb/; keys derived caches
 
     def checks_for(self, fact: str) -> list[Check]:
         return [c for s in self.symptoms.values() for c in s.checks if c.fact == fact]

@@ -12,9 +12,8 @@ import os
 import re
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-import yaml
 
 from ..errors import LlmfixError
 from . import schema
@@ -57,7 +56,9 @@ def load_with_problems(root: Path) -> tuple[KnowledgeBase, list[Problem]]:
     kb, problems = KnowledgeBase(), []
     rules = root / "rules"
     fact_files, rule_files = sorted((rules / "_facts").glob("*.yaml")), sorted(rules.glob("*.yaml"))
-    cache = ParseCache(root, fact_files + rule_files)
+    articles = sorted((root / "kb").glob("*.md"))
+    cache = ParseCache(root, fact_files + rule_files + articles)
+    kb.fingerprint = cache.fingerprint
     for path in fact_files:
         doc = cache.parse(path, problems)
         if doc is not None:
@@ -66,9 +67,9 @@ def load_with_problems(root: Path) -> tuple[KnowledgeBase, list[Problem]]:
         doc = cache.parse(path, problems)
         if doc is not None:
             _read_symptom(doc, path.stem, kb, problems)
-    cache.save()
-    for path in sorted((root / "kb").glob("*.md")):
-        _read_article(path, root, kb, problems)
+    for path in articles:
+        _read_article(path, root, kb, problems, cache)
+    cache.save(problems)
     return kb, problems
 
 
@@ -82,8 +83,8 @@ class ParseCache:
     def __init__(self, root: Path, files: list[Path]) -> None:
         self.root = root
         self.key = [[str(p.relative_to(root)), st.st_size, st.st_mtime_ns] for p in files for st in [p.stat()]]
-        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "llmfix"
-        self.path = base / f"parsed-{hashlib.sha1(str(root.resolve()).encode()).hexdigest()[:16]}.json"
+        self.fingerprint = hashlib.sha1(json.dumps([str(root.resolve()), self.key]).encode()).hexdigest()[:16]
+        self.path = cache_dir() / f"parsed-{hashlib.sha1(str(root.resolve()).encode()).hexdigest()[:16]}.json"
         self.entries: dict[str, dict] = {}
         self.fresh = False
         try:
@@ -101,9 +102,23 @@ class ParseCache:
         self.entries[rel] = doc.to_cache() if doc is not None else None
         return doc
 
-    def save(self) -> None:
-        if self.fresh or any(entry is None for entry in self.entries.values()):
-            return  # files with problems are never cached: their messages must come again
+    def front_matter(self, rel: str, text: str, problems: list[Problem]) -> dict | None:
+        """An article's front matter (YAML between --- lines), parsed once per edit."""
+        if self.fresh and rel in self.entries:
+            return self.entries[rel]
+        import yaml
+
+        meta = None
+        try:
+            meta = yaml.safe_load(text) or {}
+        except yaml.YAMLError as err:
+            problems.append(Problem(rel, 2, "front matter", f"YAML syntax error: {err}"))
+        self.entries[rel] = meta
+        return meta
+
+    def save(self, problems: list[Problem]) -> None:
+        if self.fresh or problems:
+            return  # knowledge with problems is never cached: its messages must come again
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
@@ -113,7 +128,33 @@ class ParseCache:
             pass  # read-only home, or a YAML value JSON cannot hold: simply no cache
 
 
+def cache_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "llmfix"
+
+
+def memo(kb: KnowledgeBase, name: str, build: Callable[[], Any]) -> Any:
+    """A JSON-able value derived from the knowledge (the matcher's index), cached per fingerprint."""
+    path = cache_dir() / f"{name}-{kb.fingerprint}.json"
+    if kb.fingerprint:
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            pass
+    value = build()
+    if kb.fingerprint:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(value, ensure_ascii=False), encoding="utf-8")
+            tmp.replace(path)
+        except OSError:
+            pass
+    return value
+
+
 def _parse(path: Path, root: Path, problems: list[Problem]) -> Located | None:
+    import yaml
+
     rel = str(path.relative_to(root))
     try:
         doc = Located(path.read_text(encoding="utf-8"), rel)
@@ -235,7 +276,7 @@ def _read_evidence(doc: Located, path: tuple, raw: Any, problems: list[Problem])
             problems.append(doc.problem(path + (key,), f"expected a likelihood ratio > 0, got {value!r}"))
             return None
     try:
-        when = Expr(str(raw.get("when", "")))
+        when = Expr(str(raw.get("when", "")), check=not doc.validated)
     except ExprError as err:
         problems.append(doc.problem(path + ("when",), str(err)))
         return None
@@ -251,7 +292,7 @@ def _read_fix(doc: Located, path: tuple, raw: Any, sid: str, problems: list[Prob
         problems.append(doc.problem(path + ("id",), f"expected a fix id 'fix-<kebab-case>', got {fid!r}"))
         return None
     steps = schema.check_strings(doc, path + ("steps",), raw.get("steps"), "a step", problems)
-    for j, step in enumerate(steps):
+    for j, step in enumerate(steps if not doc.validated else ()):
         try:
             for _, source, _ in split_template(step):
                 if source:
@@ -267,17 +308,16 @@ def _read_fix(doc: Located, path: tuple, raw: Any, sid: str, problems: list[Prob
                sid, attempts, doc.line(path))
 
 
-def _read_article(path: Path, root: Path, kb: KnowledgeBase, problems: list[Problem]) -> None:
+def _read_article(path: Path, root: Path, kb: KnowledgeBase, problems: list[Problem], cache: ParseCache) -> None:
     rel = str(path.relative_to(root))
     text = path.read_text(encoding="utf-8")
     match = FRONT_MATTER.match(text)
     if not match:
         problems.append(Problem(rel, 1, "", "missing front matter (--- id: ..., title: ... ---)"))
+        cache.entries[rel] = None
         return
-    try:
-        meta = yaml.safe_load(match.group(1)) or {}
-    except yaml.YAMLError as err:
-        problems.append(Problem(rel, 2, "front matter", f"YAML syntax error: {err}"))
+    meta = cache.front_matter(rel, match.group(1), problems)
+    if meta is None:
         return
     if not isinstance(meta, dict) or meta.get("id") != path.stem or not meta.get("title"):
         problems.append(Problem(rel, 2, "front matter", f"needs id: {path.stem} and a title"))

@@ -9,9 +9,6 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
-SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 NUMBER = (int, float)
 FACT_NAME = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$")
 SYMPTOM_ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
@@ -61,7 +58,7 @@ class Located:
     def cached(cls, file: str, data: Any, lines: list) -> "Located":
         """Rebuild from what ``to_cache`` saved (JSON keeps int vs str path parts apart)."""
         doc = cls.__new__(cls)
-        doc.file, doc.data = file, data
+        doc.file, doc.data, doc.validated = file, data, True
         doc.lines = {tuple(path): line for path, line in lines}
         return doc
 
@@ -70,10 +67,14 @@ class Located:
 
     def __init__(self, text: str, file: str) -> None:
         self.file = file
+        self.validated = False  # True only when rebuilt from the cache of a problem-free load
         self.lines: dict[tuple, int] = {}
         # What yaml.safe_load does, split in two so the node tree also gives line numbers, and
-        # with libyaml's SafeLoader when present (10x faster; same safe constructor).
-        loader = SAFE_LOADER(text)
+        # with libyaml's SafeLoader when present (10x faster; same safe constructor). Imported
+        # here: with the parse cache warm, `llmfix ask` never needs yaml.
+        import yaml
+
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
         try:
             node = loader.get_single_node()
             self.data = loader.construct_document(node) if node is not None else None
@@ -82,6 +83,8 @@ class Located:
         self._index(node, ())
 
     def _index(self, node: Any, path: tuple) -> None:
+        import yaml
+
         if node is None:
             return
         self.lines[path] = node.start_mark.line + 1
