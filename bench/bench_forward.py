@@ -151,7 +151,8 @@ def probe_times(model, device: str) -> dict:
     """Wall time of building the model from an HF folder, gradflow and masks (fp32 checkpoint);
     gradflow again with a user batch of 8 x 256 (cut to the caps: CPU_MAX_TOKENS on CPU), and on
     the same model saved in bf16 (two passes: bf16, then fp32)."""
-    from troubleshoot.loaders.model import MAX_BATCH, MAX_SEQ, model_for
+    from troubleshoot.loaders.model import model_for
+    from troubleshoot.loaders.model_caps import MAX_BATCH, MAX_SEQ
 
     out: dict = {}
     with tempfile.TemporaryDirectory() as tmp:

@@ -13,7 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from troubleshoot.errors import LlmfixError  # noqa: E402
-from troubleshoot.loaders import model as model_loader  # noqa: E402
+from troubleshoot.loaders import model_caps as model_loader  # noqa: E402
 from troubleshoot.observations import Artifact, Observations  # noqa: E402
 from troubleshoot.probes import ProbeContext, gradflow, masks  # noqa: E402
 
