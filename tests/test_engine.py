@@ -98,3 +98,13 @@ def test_parse_cache_sees_every_edit(mini_root):
     assert kb.causes["nan-loss.lr-too-high"].prior == 0.3 and not problems
     rule.write_text(rule.read_text().replace("prior: 0.3", "prior: [broken"))
     assert load_with_problems(mini_root)[1], "a broken file is reported, never served from the cache"
+
+
+def test_expensive_checks_wait_unless_they_separate_much_better(mini_root):
+    rule = mini_root / "rules" / "nan-loss.yaml"
+    rule.write_text(rule.read_text().replace("    ask: Are all attention_mask values 0 or 1?\n    cost: 1",
+                                             "    ask: Are all attention_mask values 0 or 1?\n    cost: 5"))
+    kb, problems = load_with_problems(mini_root)
+    assert not problems
+    # mask: 0.64 / sqrt(5) = 0.29 now comes after early: 0.42 / sqrt(2) = 0.30
+    assert [q.fact for q in open_questions(State(kb, {"nan-loss": 1.0}))][:2] == ["nanloss.early", "data.mask.binary"]

@@ -7,6 +7,7 @@ Heavy parts (torch probes, the site builder) are imported inside their commands 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any
 
@@ -49,8 +50,11 @@ def _finish(diag: Diagnosis, as_json: bool, top: int) -> None:
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="llmfix")
-def main() -> None:
+@click.pass_context
+def main(ctx: click.Context) -> None:
     """Diagnose LLM training problems from a description or from real artifacts."""
+    if os.environ.get("NO_COLOR"):  # https://no-color.org
+        ctx.color = False
 
 
 # --------------------------------------------------------------------------- ask

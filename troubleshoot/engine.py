@@ -6,9 +6,11 @@ are known multiplies the odds by ``lr`` (condition holds) or ``else_lr`` (it doe
 is the posterior probability and ``RankedCause.explain()`` prints the product, so every number can
 be recomputed by hand. Causes are scored independently: two bugs can both be present.
 
-Question order: ask the unknown fact whose answer could move the causes most,
-``sum_c weight(symptom) * P(c) * |ln lr - ln else_lr|`` over the evidence that reads it, cheaper
-checks first on ties; never a fact that is already known or that the user could not answer.
+Question order: ask the unknown fact whose answer could move the causes most per unit of effort,
+``sum_c weight(symptom) * P(c) * |ln lr - ln else_lr|`` over the evidence that reads it, divided by
+``sqrt(cost)`` so that reading a config (cost 1) comes before rerunning training (cost 4) unless the
+rerun separates the causes twice as well; cheaper checks first on ties; never a fact that is
+already known or that the user could not answer.
 """
 from __future__ import annotations
 
@@ -114,7 +116,7 @@ def open_questions(state: State) -> list[Question]:
                 best[check.fact] = _question(state.kb, check, value)
     cost = {q.fact: min(c.cost for c in state.kb.checks_for(q.fact)) for q in best.values()}
     questions = [q for q in best.values() if q.value >= MIN_QUESTION_VALUE]
-    questions.sort(key=lambda q: (-round(q.value, 3), cost[q.fact], q.fact))
+    questions.sort(key=lambda q: (-round(q.value / math.sqrt(cost[q.fact]), 3), cost[q.fact], q.fact))
     return questions
 
 

@@ -726,7 +726,8 @@
     var min = symptom.consts.MIN_QUESTION_VALUE;
     var questions = Array.from(best.values()).filter(function (q) { return q.value >= min; });
     questions.sort(function (a, b) {
-      var ra = Number(a.value.toFixed(3)), rb = Number(b.value.toFixed(3));
+      var ra = Number((a.value / Math.sqrt(symptom.cost[a.fact])).toFixed(3)),
+          rb = Number((b.value / Math.sqrt(symptom.cost[b.fact])).toFixed(3));
       return (rb - ra) || (symptom.cost[a.fact] - symptom.cost[b.fact]) || (a.fact < b.fact ? -1 : a.fact > b.fact ? 1 : 0);
     });
     return questions;
