@@ -14,6 +14,7 @@ Scores are in [0, 1]; the caller decides what is a match (MIN_SCORE) and what is
 from __future__ import annotations
 
 import math
+from collections import Counter
 import re
 import unicodedata
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ AMBIGUOUS_MARGIN = 0.06   # top two closer than this: let the user pick
 TYPO_CUTOFF = 84
 PASTED_DISCOUNT = 0.9     # an alias found (fuzzily) inside a longer report          # rapidfuzz ratio for snapping an unknown word to a known one
 CAUSE_TEXT_WEIGHT = 0.3   # words from cause titles count less than alias words
+HAPAX_WEIGHT = 0.5        # a word in only one alias of the whole knowledge may be chance
 TYPICAL_SHARE_SCALE = 4   # a word in a quarter of a symptom's aliases gets the full weight
 
 STOPWORDS = frozenset("""
@@ -37,7 +39,7 @@ it its this that these those when while after before during from by as than then
 do does did doing have has had get gets got getting can could should would will just very too also
 after about into out up down over again any some all only same there here which who still even
 how fix fixing solve issue problem help please bug question anyone got use using try tried via
-""".split())
+like feel feels seem seems weird much really strange normal expected possible cause reason""".split())
 # Words every training report uses: they count a fifth as much as a distinctive word.
 GENERIC = frozenset("""
 train training trained model models step steps epoch epochs iteration fine tune tuning finetune
@@ -47,6 +49,8 @@ finetuning pretrain pretraining run running llama qwen gpt bert deepspeed megatr
 GENERIC_WEIGHT = 0.2
 # Chinese filler bigrams ("how to solve", "problem", "appears") that say nothing about the symptom.
 CJK_STOP = frozenset("怎么 么解 解决 问题 出现 现了 为什 什么 如何 一直 时候 之后 以后 请问 求助 办法 怎样 能够 可以".split())
+# Function characters that say nothing when they stand alone between other words.
+CJK_STOP_CHARS = frozenset("的在了是和与也就都很我你他她它这那吗呢吧啊个一会时后被把让给从对到有要说么着而及或但")
 
 _TOKEN = re.compile(r"[a-z][a-z0-9]*|[0-9]+[a-z][a-z0-9]*|[\u3400-\u9fff]+")
 
@@ -69,7 +73,7 @@ def tokens(text: str) -> list[str]:
     for tok in _TOKEN.findall(normalize(text)):
         if "\u3400" <= tok[0] <= "\u9fff":
             grams = [tok] if len(tok) == 1 else [tok[i:i + 2] for i in range(len(tok) - 1)]
-            out.extend(g for g in grams if g not in CJK_STOP)
+            out.extend(g for g in grams if g not in CJK_STOP and g not in CJK_STOP_CHARS)
         elif tok not in STOPWORDS and len(tok) > 1:
             out.append(_stem(tok))
     return out
@@ -146,17 +150,20 @@ class SymptomMatcher:
 
 def build_index(kb: KnowledgeBase) -> dict:
     """Per symptom its phrases and weighted words, and the idf of every word (JSON-able)."""
-    entries = []
+    entries, seen = [], Counter()
     for s in kb.symptoms.values():
         aliases = s.all_aliases() + [s.id.replace("-", " ")]
         words: dict[str, float] = {}
         for cause in s.causes:
-            for tok in tokens(cause.title):
+            cause_words = set(tokens(cause.title))
+            seen.update(cause_words)
+            for tok in cause_words:
                 words.setdefault(tok, CAUSE_TEXT_WEIGHT)
         counts: dict[str, int] = {}
         for alias in aliases:
             for tok in set(tokens(alias)):
                 counts[tok] = counts.get(tok, 0) + 1
+                seen[tok] += 1
         for tok, count in counts.items():
             # A word in many of this symptom's aliases is more typical of it than one in a few.
             words[tok] = 0.5 + 0.5 * min(1.0, TYPICAL_SHARE_SCALE * count / len(aliases))
@@ -167,7 +174,8 @@ def build_index(kb: KnowledgeBase) -> dict:
         for tok in entry["words"]:
             df[tok] = df.get(tok, 0) + 1
     n = max(len(entries), 1)
-    idf = {tok: math.log(1 + n / count) * (GENERIC_WEIGHT if tok in GENERIC else 1.0) for tok, count in df.items()}
+    idf = {tok: math.log(1 + n / count) * (GENERIC_WEIGHT if tok in GENERIC else 1.0)
+           * (HAPAX_WEIGHT if seen[tok] == 1 else 1.0) for tok, count in df.items()}
     return {"entries": entries, "idf": idf}
 
 

@@ -106,7 +106,7 @@ def search_index(kb: KnowledgeBase, urls: dict[str, str]) -> dict:
     return {
         "consts": {name: getattr(matcher, name) for name in consts if hasattr(matcher, name)},
         "stopwords": sorted(matcher.STOPWORDS),
-        "cjk_stopwords": sorted(getattr(matcher, "CJK_STOP", ())),
+        "cjk_stopwords": sorted(set(matcher.CJK_STOP) | set(matcher.CJK_STOP_CHARS)),
         "vocab": m.vocab,
         "idf": [m.idf[t] for t in m.vocab],
         "entries": [{"id": e.id, "title": e.title, "url": urls.get(e.id, ""), "phrases": e.phrases,
