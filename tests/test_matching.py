@@ -54,3 +54,21 @@ def test_tokens_english_stems_and_chinese_bigrams():
 @pytest.mark.parametrize("query", ["loss went nan", "Loss went NaN!!", "los went nan"])
 def test_case_punctuation_and_typos(shipped_kb, query):
     assert SymptomMatcher(shipped_kb).match(query)[0].id == "nan-loss"
+
+
+def test_matcher_index_cache_follows_the_matcher_code(tmp_path, monkeypatch):
+    """The cached index is keyed on the knowledge and on matcher.py itself: new code, new index."""
+    from troubleshoot import matcher as M
+    from troubleshoot.knowledge import load
+
+    kb = load()
+    fake = tmp_path / "matcher_v1.py"
+    fake.write_text("v1")
+    calls = []
+    build = lambda: calls.append(1) or {"entries": [], "idf": {}}
+    M.memo(kb, "matcher-test", build, code=str(fake))
+    M.memo(kb, "matcher-test", build, code=str(fake))
+    assert len(calls) == 1
+    fake.write_text("v2, longer")
+    M.memo(kb, "matcher-test", build, code=str(fake))
+    assert len(calls) == 2

@@ -14,7 +14,6 @@ Scores are in [0, 1]; the caller decides what is a match (MIN_SCORE) and what is
 from __future__ import annotations
 
 import math
-from collections import Counter
 import re
 import unicodedata
 from dataclasses import dataclass, field
@@ -30,7 +29,6 @@ AMBIGUOUS_MARGIN = 0.06   # top two closer than this: let the user pick
 TYPO_CUTOFF = 84
 PASTED_DISCOUNT = 0.9     # an alias found (fuzzily) inside a longer report          # rapidfuzz ratio for snapping an unknown word to a known one
 CAUSE_TEXT_WEIGHT = 0.3   # words from cause titles count less than alias words
-HAPAX_WEIGHT = 0.5        # a word in only one alias of the whole knowledge may be chance
 TYPICAL_SHARE_SCALE = 4   # a word in a quarter of a symptom's aliases gets the full weight
 
 STOPWORDS = frozenset("""
@@ -99,7 +97,7 @@ class Match:
 
 class SymptomMatcher:
     def __init__(self, kb: KnowledgeBase) -> None:
-        index = memo(kb, "matcher", lambda: build_index(kb))
+        index = memo(kb, "matcher", lambda: build_index(kb), code=__file__)
         self.entries = [_Entry(**entry) for entry in index["entries"]]
         self.idf = index["idf"]
         self.vocab = list(self.idf)
@@ -150,20 +148,17 @@ class SymptomMatcher:
 
 def build_index(kb: KnowledgeBase) -> dict:
     """Per symptom its phrases and weighted words, and the idf of every word (JSON-able)."""
-    entries, seen = [], Counter()
+    entries = []
     for s in kb.symptoms.values():
         aliases = s.all_aliases() + [s.id.replace("-", " ")]
         words: dict[str, float] = {}
         for cause in s.causes:
-            cause_words = set(tokens(cause.title))
-            seen.update(cause_words)
-            for tok in cause_words:
+            for tok in tokens(cause.title):
                 words.setdefault(tok, CAUSE_TEXT_WEIGHT)
         counts: dict[str, int] = {}
         for alias in aliases:
             for tok in set(tokens(alias)):
                 counts[tok] = counts.get(tok, 0) + 1
-                seen[tok] += 1
         for tok, count in counts.items():
             # A word in many of this symptom's aliases is more typical of it than one in a few.
             words[tok] = 0.5 + 0.5 * min(1.0, TYPICAL_SHARE_SCALE * count / len(aliases))
@@ -174,8 +169,7 @@ def build_index(kb: KnowledgeBase) -> dict:
         for tok in entry["words"]:
             df[tok] = df.get(tok, 0) + 1
     n = max(len(entries), 1)
-    idf = {tok: math.log(1 + n / count) * (GENERIC_WEIGHT if tok in GENERIC else 1.0)
-           * (HAPAX_WEIGHT if seen[tok] == 1 else 1.0) for tok, count in df.items()}
+    idf = {tok: math.log(1 + n / count) * (GENERIC_WEIGHT if tok in GENERIC else 1.0) for tok, count in df.items()}
     return {"entries": entries, "idf": idf}
 
 

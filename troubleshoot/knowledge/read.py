@@ -132,9 +132,12 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "llmfix"
 
 
-def memo(kb: KnowledgeBase, name: str, build: Callable[[], Any]) -> Any:
-    """A JSON-able value derived from the knowledge (the matcher's index), cached per fingerprint."""
-    path = cache_dir() / f"{name}-{kb.fingerprint}.json"
+def memo(kb: KnowledgeBase, name: str, build: Callable[[], Any], code: str) -> Any:
+    """A JSON-able value derived from the knowledge (the matcher's index), cached per knowledge
+    fingerprint and per version of the ``code`` file that builds it."""
+    st = Path(code).stat()
+    version = hashlib.sha1(f"{kb.fingerprint}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:16]
+    path = cache_dir() / f"{name}-{version}.json"
     if kb.fingerprint:
         try:
             return json.loads(path.read_text(encoding="utf-8"))
