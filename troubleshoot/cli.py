@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from typing import Any
 
 import click
@@ -162,6 +163,19 @@ def ask(text: tuple[str, ...], answers: tuple[str, ...], probe_paths: tuple[str,
 
 
 # --------------------------------------------------------------------------- probe
+def _progress_line():
+    """A one-line progress report on stderr for streams over large checkpoints."""
+    last = [0.0]
+
+    def report(done: int, total: int, name: str) -> None:
+        now = time.monotonic()
+        if now - last[0] < 0.2 and done < total:
+            return
+        last[0], gib = now, 1024 ** 3
+        click.echo(f"\r\033[Kreading weights {done / gib:.1f}/{total / gib:.1f} GiB  {name[-50:]}", nl=False, err=True)
+    return report
+
+
 @main.command()
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print one llmfix/diagnosis-v1 JSON object.")
@@ -181,8 +195,11 @@ def probe(paths: tuple[str, ...], as_json: bool, device: str, model_factory: str
         raise click.UsageError("give at least one PATH (checkpoint, log, batch) or --model-factory")
     kb = _kb()
     facts = _parse_answers(kb, answers)
+    options = {"progress": _progress_line()} if sys.stderr.isatty() else {}
     observations = _run_probes(paths, device=device, static=static, forward=forward,
-                               model_factory=model_factory, plot=plot)
+                               model_factory=model_factory, plot=plot, options=options)
+    if options:
+        click.echo("\r\033[K", nl=False, err=True)
     _finish(diagnose(kb, {}, observations, facts), as_json, top)
 
 
