@@ -33,6 +33,14 @@ def test_wheel_installs_and_answers_from_another_directory(tmp_path):
     assert data["schema"] == "llmfix/diagnosis-v1" and data["symptoms"][0]["id"] == "nan-loss"
     lint = subprocess.run([str(venv / "bin" / "llmfix"), "kb", "lint"], cwd=elsewhere, capture_output=True, text=True)
     assert lint.returncode == 0, lint.stdout
+    site = subprocess.run([str(venv / "bin" / "llmfix"), "site", "build", "site"], cwd=elsewhere,
+                          capture_output=True, text=True)
+    assert site.returncode == 0, site.stderr
+    assert (elsewhere / "site" / "symptoms" / "nan-loss.html").is_file()
+    assert any((elsewhere / "site" / "static").glob("*.js"))
+    log = subprocess.run([str(venv / "bin" / "llmfix"), "probe", "--json", str(REPO / "examples" / "train.log")],
+                         cwd=elsewhere, capture_output=True, text=True)
+    assert log.returncode in (0, 1) and json.loads(log.stdout)["artifacts"][0]["kind"] == "log", log.stderr
 
 
 def test_ask_never_imports_torch():
