@@ -184,3 +184,16 @@ def test_without_torch_logs_still_work_and_tensors_say_what_to_install(tmp_path)
     pt = subprocess.run([sys.executable, "-c", code, "probe", str(tmp_path / "b.pt")], cwd=repo,
                         capture_output=True, text=True)
     assert pt.returncode == 2 and "needs torch" in pt.stderr and "Traceback" not in pt.stderr
+
+
+def test_unmatched_words_with_a_probe_let_the_probe_decide(tmp_path):
+    import batchfactory as B
+
+    batch = B.healthy_batch()
+    batch["labels"] = batch["input_ids"].clone()
+    path = B.save_pt(batch, tmp_path / "batch.pt")
+    result = run("ask", "--no-input", "--json", "--probe", str(path), "qwxz zzkv")
+    data = json.loads(result.stdout)
+    assert data["causes"][0]["id"] == "mask-error.padding-not-ignored" and result.exit_code == 1
+    empty = run("ask", "--no-input", "--json", "qwxz zzkv")
+    assert empty.exit_code == 0 and json.loads(empty.stdout)["symptoms"] == []

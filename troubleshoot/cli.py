@@ -146,15 +146,16 @@ def ask(text: tuple[str, ...], answers: tuple[str, ...], probe_paths: tuple[str,
     interactive = not no_input and stdin_is_tty()
     matches, ambiguous = pick(SymptomMatcher(kb).match(query))
     if not matches and not observations.facts:
-        if not as_json:
-            click.echo(f"No symptom matched {query!r}. Known symptoms:", err=True)
-            for s in kb.symptoms.values():
-                click.echo(f"  {s.id:<18} {s.title}", err=True)
-            click.echo('Try different words, e.g. llmfix ask "loss went nan".', err=True)
-        _finish(Diagnosis(query=query), as_json, top) if as_json else sys.exit(0)
+        if as_json:
+            _finish(Diagnosis(query=query), as_json, top)
+        click.echo(f"No symptom matched {query!r}. Known symptoms:", err=True)
+        for s in kb.symptoms.values():
+            click.echo(f"  {s.id:<18} {s.title}", err=True)
+        click.echo('Try different words, e.g. llmfix ask "loss went nan".', err=True)
+        sys.exit(0)
     if ambiguous and interactive:
         matches = _choose_symptom(matches)
-    weights = {m.id: m.score / matches[0].score for m in matches}
+    weights = {m.id: m.score / matches[0].score for m in matches}  # empty: the probes decide
     asker = (lambda q: _prompt_answer(kb, q)) if interactive else None
     diag = diagnose(kb, weights, observations, facts, asker, query=query)
     for s in diag.symptoms:
