@@ -33,7 +33,7 @@ from .model_hf import build_from_checkpoint
 from .model_inputs import batch_for
 from .model_loaded import LoadedModel
 
-__all__ = ["SEED", "LoadedModel", "ModelRequest", "batch_for", "model_for"]
+__all__ = ["SEED", "LoadedModel", "ModelRequest", "batch_for", "loaded_model", "model_for"]
 
 CACHE_KEY = "_llmfix_model"     # ctx.options slot shared by gradflow and masks
 
@@ -52,6 +52,14 @@ class ModelRequest:
         if self.skip and not self.reported:
             obs.find(*self.skip, where=self.where)
             self.reported = True
+
+
+def loaded_model(ctx, obs):
+    """The command's model, or None after adding (once per command) the finding saying why not."""
+    req = model_for(ctx)
+    if req.model is None:
+        req.report_skip(obs)
+    return req.model
 
 
 def model_for(ctx) -> ModelRequest:

@@ -31,7 +31,7 @@ import math
 from contextlib import contextmanager
 
 from ..errors import LlmfixError
-from ..loaders.model import LoadedModel, batch_for, model_for
+from ..loaders.model import LoadedModel, batch_for, loaded_model
 from ..observations import Observations
 from . import nonfinite as nf
 
@@ -45,11 +45,9 @@ SHOW = 6                 # parameter names listed in a message
 
 def run(ctx) -> Observations:
     obs = Observations()
-    req = model_for(ctx)
-    if req.model is None:
-        req.report_skip(obs)
+    lm = loaded_model(ctx, obs)
+    if lm is None:
         return obs
-    lm = req.model
     if lm.notes:
         obs.find("forward.load", "warning", f"{lm.where} does not fully match its architecture "
                  f"({', '.join(lm.notes)}): those weights were initialised at random", lm.where, lm.notes)

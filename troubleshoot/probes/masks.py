@@ -26,7 +26,7 @@ reference logit: RTOL per dtype). Sample::
 from __future__ import annotations
 
 from ..errors import LlmfixError
-from ..loaders.model import SEED, LoadedModel, model_for
+from ..loaders.model import SEED, LoadedModel, loaded_model
 from ..observations import Observations
 from .nonfinite import float_tensors
 
@@ -43,11 +43,9 @@ ATOL = 1e-6           # floor for the tolerance, for outputs that are all ~0
 
 def run(ctx) -> Observations:
     obs = Observations()
-    req = model_for(ctx)
-    if req.model is None:
-        req.report_skip(obs)
+    lm = loaded_model(ctx, obs)
+    if lm is None:
         return obs
-    lm = req.model
     length = min(SEQ, (lm.max_positions or SEQ + PAD) - PAD)
     if length < 4 or lm.vocab_size < 2:
         obs.find("forward.mask.skipped", "info", "mask tests skipped: the model takes too few "
