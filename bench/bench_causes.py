@@ -91,7 +91,8 @@ def ask(text: str, artifacts: list[Path]) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "troubleshoot", "ask", "--no-input", "--json", "--top", "50", text]
     for artifact in artifacts:
         cmd += ["--probe", str(artifact)]
-    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT_S)
+    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT_S,
+                          check=False)
 
 
 def refused_artifact(stderr: str, artifacts: list[Path]) -> Path | None:
@@ -203,12 +204,12 @@ def main(argv: list[str] | None = None) -> int:
     uncovered = sorted({o.report["label"] for o in outcomes if not o.covered})
     head = summary(outcomes, splits)
     text = ["# llmfix on real resolved reports: cause ranking", "",
-            f"`python bench/bench_causes.py` · {len(outcomes)} reports · {elapsed:.0f} s "
-            f"with {args.workers} workers · corpus: bench/corpus (README there).", "",
-            "Cause top-1/top-3 count `uncovered:` labels as misses; the *covered labels* rows "
-            "leave them out. Labels from issue 15's new ids count as misses until the knowledge "
-            "ships them; the *labels in today's kb* rows keep only labels the shipped knowledge "
-            "has.", "", *head, "",
+            (f"`python bench/bench_causes.py` · {len(outcomes)} reports · {elapsed:.0f} s "
+             f"with {args.workers} workers · corpus: bench/corpus (README there)."), "",
+            ("Cause top-1/top-3 count `uncovered:` labels as misses; the *covered labels* rows "
+             "leave them out. Labels from issue 15's new ids count as misses until the knowledge "
+             "ships them; the *labels in today's kb* rows keep only labels the shipped knowledge "
+             "has."), "", *head, "",
             f"Uncovered causes ({len(uncovered)}): " + (", ".join(f"`{u}`" for u in uncovered) or "none"),
             "", "## Per report", "", *per_report_table(outcomes), ""]
     args.out.parent.mkdir(parents=True, exist_ok=True)
