@@ -25,8 +25,8 @@ from ..knowledge.model import Cause, Evidence, KnowledgeBase, Symptom
 FONT = 12.5
 LINE = 15            # px per text line
 GAP = 10             # px between nodes of one column
-X_Q, W_Q = 4, 340
-X_C, W_C = 600, 300
+X_Q, W_Q = 4, 400
+X_C, W_C = 660, 320
 WIDTH = X_C + W_C + 4
 LABEL_W = 112
 PAD = 8
@@ -179,8 +179,8 @@ def decision_tree(model: TreeModel, base: str, urls: dict[str, str]) -> Markup:
     sid = escape(model.symptom.id)
     out = [f'<svg class="tree" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height:.0f}" '
            f'width="{WIDTH}" height="{height:.0f}" role="img" aria-labelledby="tree-title-{sid}">',
-           f'<title id="tree-title-{sid}">Decision tree of {escape(model.symptom.title)}: '
-           f'{len(model.questions)} questions, {len(model.causes)} causes</title>']
+           (f'<title id="tree-title-{sid}">Decision tree of {escape(model.symptom.title)}: '
+            f'{len(model.questions)} questions, {len(model.causes)} causes</title>')]
     ends = _endpoints(model, qbox, cbox)
     for i, link in enumerate(model.links):      # lines first, so nodes are drawn over them
         (x1, y1), (x2, y2) = ends[i]

@@ -49,7 +49,8 @@
   // ------------------------------------------------------------------ search
   // An ARIA 1.2 combobox: focus stays in the input, arrow keys move aria-activedescendant over the
   // options, Enter opens the active option (or the first), Escape closes the list, then clears it.
-  var WEAK_SHARE = 0.5;           // a symptom hit scoring under half the best one is listed apart, as weak
+  // Strong hits are the ones `llmfix ask` would offer (matcher.pick: close to the best); the other
+  // matches above MIN_SCORE are listed apart, as weaker.
 
   function setupSearch() {
     var form = document.getElementById("search-form"), input = document.getElementById("search");
@@ -94,10 +95,9 @@
       var q = input.value;
       box.textContent = "";
       if (!q.trim()) { setOpen(false); return; }
-      var good = matcher.match(q).filter(function (m) { return m.score >= matcher.c.MIN_SCORE; }).slice(0, 6);
-      var best = good.length ? good[0].score : 0;
-      var strong = good.filter(function (m) { return m.score >= WEAK_SHARE * best; });
-      var weak = good.filter(function (m) { return m.score < WEAK_SHARE * best; });
+      var matches = matcher.match(q), strong = matcher.pick(matches).close;
+      var weak = matches.filter(function (m) { return m.score >= matcher.c.MIN_SCORE && strong.indexOf(m) < 0; })
+        .slice(0, Math.max(0, 6 - strong.length));
       function meta(m) { return "match " + m.score.toFixed(2) + (m.alias ? " · “" + m.alias + "”" : ""); }
       if (strong.length) {
         var g1 = group("Symptoms", "res-h-strong");
