@@ -734,3 +734,25 @@ def test_serve_refuses_a_folder_without_a_site(tmp_path):
 
     with pytest.raises(SiteError, match="no index.html"):
         serve(None, 0, str(tmp_path))
+
+
+def _contrast(fg: str, bg: str) -> float:
+    """WCAG 2 contrast ratio of two #rrggbb colours."""
+    def luminance(colour: str) -> float:
+        channels = [int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+        linear = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+        return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+    hi, lo = sorted((luminance(fg), luminance(bg)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def test_status_badges_meet_wcag_aa_contrast():
+    """Every status colour, in the light and the dark theme, on the page and on a card (small text: 4.5:1)."""
+    css = (Path(__file__).resolve().parents[1] / "troubleshoot" / "site" / "static" / "style.css").read_text(encoding="utf-8")
+    light, dark = re.findall(r":root \{(.*?)\}", css, re.S)[:2]
+    for theme in (light, dark):
+        colours = dict(re.findall(r"--([\w-]+): (#[0-9a-f]{6})", theme))
+        for status in ("confirmed", "likely", "possible", "ruled", "untested"):
+            for ground in ("bg", "card"):
+                assert _contrast(colours[status], colours[ground]) >= 4.5, (status, ground, colours[status])
+    assert ".badge.st-untested" in css and "st-untested .tc-head a { color: var(--fg); }" in css   # never struck through
