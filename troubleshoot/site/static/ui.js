@@ -304,13 +304,16 @@
     return card;
   }
 
-  // RankedCause.explain(): 'prior 0.10 × 30 (data.mask.binary = no) → 0.77', one factor per item
+  // like RankedCause.explain(), in the page's words: 'prior 0.10 × 30 (answer 2: no) → 0.77', one
+  // factor per item; answers are numbered as in "Your answers" (calculator values keep their fact name)
   function explain(r) {
     var parts = ["prior " + L.pyFormat(L.V("float", r.cause.prior), ".2f")];
     r.lines.forEach(function (line) {
       if (line.factor === 1) return;
-      var vals = line.facts.filter(function (f) { return facts.has(f); })
-        .map(function (f) { return f + " = " + show(facts.get(f)); }).join(", ");
+      var vals = line.facts.filter(function (f) { return facts.has(f); }).map(function (f) {
+        var n = answered.indexOf(f);
+        return (n >= 0 ? "answer " + (n + 1) + ": " : f + " = ") + show(facts.get(f));
+      }).join(", ");
       parts.push("× " + L.pyFormat(L.V("float", line.factor), "g") + " (" + vals + ")");
     });
     if (parts.length === 1) return parts[0];
