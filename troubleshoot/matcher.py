@@ -98,7 +98,7 @@ class Match:
 
 class SymptomMatcher:
     def __init__(self, kb: KnowledgeBase) -> None:
-        index = memo(kb, "matcher", lambda: build_index(kb), code=__file__)
+        index = memo(kb, "matcher", lambda: build_index(kb), code=__file__, valid=_index_shape)
         self.entries = [_Entry(**entry) for entry in index["entries"]]
         self.idf = index["idf"]
         self.vocab = list(self.idf)
@@ -155,6 +155,11 @@ def bounded(query: str) -> str:
         return query
     half = MAX_MATCH_CHARS // 2
     return query[:half] + "\n...\n" + query[-half:]
+
+
+def _index_shape(index) -> bool:
+    return (isinstance(index, dict) and isinstance(index.get("idf"), dict) and isinstance(index.get("entries"), list)
+            and all(isinstance(e, dict) and set(e) == {"id", "title", "phrases", "words"} for e in index["entries"]))
 
 
 def build_index(kb: KnowledgeBase) -> dict:

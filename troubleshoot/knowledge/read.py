@@ -187,14 +187,16 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "llmfix"
 
 
-def memo(kb: KnowledgeBase, name: str, build: Callable[[], Any], code: str) -> Any:
+def memo(kb: KnowledgeBase, name: str, build: Callable[[], Any], code: str,
+         valid: Callable[[Any], bool] = lambda value: value is not None) -> Any:
     """A JSON-able value derived from the knowledge (the matcher's index), cached per knowledge
-    fingerprint and per version (content) of the ``code`` file that builds it."""
+    fingerprint and per version (content) of the ``code`` file that builds it; a cached value
+    that ``valid`` rejects (a damaged or foreign file) is rebuilt."""
     version = hashlib.sha1(f"{kb.fingerprint}:".encode() + Path(code).read_bytes()).hexdigest()[:16]
     path = cache_dir() / f"{name}-{version}.json"
     if kb.fingerprint:
         cached = _load_json(path)
-        if cached is not None:
+        if cached is not None and valid(cached):
             return cached
     value = build()
     if kb.fingerprint:
