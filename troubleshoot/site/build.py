@@ -21,6 +21,7 @@ import re
 import shutil
 import socketserver
 import sys
+import signal
 import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
@@ -330,8 +331,14 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
         sys.stderr.write(f"  {self.command} {self.path} {args[1] if len(args) > 1 else ''}\n")
 
 
+def _exit_on_signal(signum: int, _frame) -> None:
+    raise SystemExit(128 + signum)
+
+
 def serve(kb: KnowledgeBase, port: int, directory: str | None = None) -> None:
     """Serve ``directory`` (or a fresh build in a temporary folder) on http://127.0.0.1:port only."""
+    signal.signal(signal.SIGTERM, _exit_on_signal)  # so the temporary build below is removed
+    signal.signal(signal.SIGHUP, _exit_on_signal)
     with tempfile.TemporaryDirectory(prefix="llmfix-site-") as tmp:
         if directory is None:
             root = Path(tmp) / "site"
