@@ -14,7 +14,7 @@ from troubleshoot.errors import ArtifactError, UnsafePickleError
 from troubleshoot.loaders import batch as loader
 from troubleshoot.observations import Artifact
 from troubleshoot.probes import ProbeContext
-from troubleshoot.probes import batch as probe
+from troubleshoot.probes.data import batch as probe
 
 
 @pytest.fixture(scope="module")
@@ -22,11 +22,11 @@ def ckpt(tmp_path_factory):
     return bf.make_checkpoint(tmp_path_factory.mktemp("ckpt") / "model")
 
 
-def run(path, ckpt=None, **options):
+def run(path, ckpt=None):
     art = loader.sniff(path)
     assert art is not None and art.kind == "batch", f"{path} not recognised as a batch"
     arts = [art] + ([Artifact(str(ckpt), "hf-checkpoint")] if ckpt else [])
-    return probe.run(ProbeContext(arts, options=options))
+    return probe.run(ProbeContext(arts))
 
 
 def _write(path, text):
@@ -366,8 +366,8 @@ def test_every_published_fact_is_registered():
     root = Path(__file__).resolve().parents[1]
     registered = set(yaml.safe_load((root / "rules/_facts/data.yaml").read_text()))
     published = set()
-    for module in ("batch.py", "batch_labels.py", "text.py"):
-        source = (root / "troubleshoot/probes" / module).read_text()
+    for module in ("batch.py", "labels.py", "text.py"):
+        source = (root / "troubleshoot/probes/data" / module).read_text()
         published |= set(re.findall(r'publish\(obs, "([a-z_.]+)"', source))
         published |= set(re.findall(r'_rate\(obs, b, "([a-z_.]+)"', source))
     assert published and published <= registered, published - registered

@@ -9,7 +9,7 @@ import pytest
 
 import ckptfactory as F
 from troubleshoot.loaders import detect
-from troubleshoot.probes import ProbeContext, config
+from troubleshoot.probes import ProbeContext, config, run_all
 
 warnings.filterwarnings("ignore", category=UserWarning)
 
@@ -145,8 +145,10 @@ def test_post_ln_and_unscaled_attention(tmp_path):
 
 
 def test_loader_issues_reported_once(tmp_path):
+    """The loader's own findings come from the loader step of run_all, not from any one probe."""
     root = F.megatron_deepspeed(tmp_path / "ds", latest=300)
-    obs = probe(root)
+    assert not found(probe(root), "checkpoint.latest_missing")
+    obs = run_all(ProbeContext([detect(root)]))
     assert len(found(obs, "checkpoint.latest_missing")) == 2
     assert len(found(obs, "checkpoint.unsafe_pickle_refused")) == 1
 

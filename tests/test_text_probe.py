@@ -11,8 +11,8 @@ import batchfactory as bf
 from troubleshoot.loaders import batch as loader
 from troubleshoot.observations import Artifact
 from troubleshoot.probes import ProbeContext
-from troubleshoot.probes import batch as probe
-from troubleshoot.probes.text import periodic_runs
+from troubleshoot.probes.data import batch as probe
+from troubleshoot.probes.data.text import periodic_runs
 
 
 def run(records, tmp_path, ckpt=None, name="data.jsonl"):

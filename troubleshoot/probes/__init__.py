@@ -1,51 +1,64 @@
 """Probe families: each turns artifacts into findings and facts (DESIGN.md "Probes").
 
-Every family is one module here exposing ``run(ctx: ProbeContext) -> Observations``. A family
-looks at ``ctx.artifacts`` itself and returns empty Observations when nothing applies to it.
-Families are imported lazily, so that ``llmfix ask`` never imports torch.
+A family is a module or subpackage exposing ``run(ctx: ProbeContext) -> Observations`` and a
+``PUBLISHES`` tuple naming every fact it can publish. A family looks at ``ctx.artifacts`` itself
+and returns empty Observations when nothing applies to it. Families are imported lazily, so that
+``llmfix ask`` never imports torch.
 """
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field
 
 from ..errors import LlmfixError
-from ..observations import Artifact, Observations
+from ..observations import Observations
+from .context import ProbeContext
 
-FAMILIES = ("config", "weights", "optimizer", "logs", "batch", "gradflow", "masks")
+__all__ = ["FAMILIES", "ProbeContext", "family_module", "run_all"]
+
+# (family name, module under probes/). The name is the ``probe:<name>`` source of its facts.
+FAMILIES = (
+    ("config", "config"),
+    ("weights", "weights"),
+    ("optimizer", "optimizer"),
+    ("logs", "logs"),
+    ("batch", "data.batch"),
+    ("gradflow", "forward.gradflow"),
+    ("masks", "forward.masks"),
+)
 
 
-@dataclass
-class ProbeContext:
-    """What every probe gets: all artifacts (so a batch probe can read the vocab of the checkpoint
-    given beside it) and the user's switches."""
-
-    artifacts: list[Artifact]
-    device: str = "auto"          # auto | cpu | cuda
-    static: bool = False          # --static: never run the model
-    forward: bool = False         # --forward: run the model even above the size caps
-    model_factory: str | None = None  # module:callable or file.py:callable
-    plot: str | None = None       # --plot out.png for the log probe
-    options: dict = field(default_factory=dict)
-
-    def of_kind(self, *kinds: str) -> list[Artifact]:
-        return [a for a in self.artifacts if a.kind in kinds]
+def family_module(name: str):
+    """The module of probe family ``name`` (imports it, and so maybe torch)."""
+    return importlib.import_module(f"{__name__}.{dict(FAMILIES)[name]}")
 
 
 def run_all(ctx: ProbeContext) -> Observations:
-    """Run every family and merge what they found, in FAMILIES order."""
+    """The loaders' own warnings, then every family, merged in FAMILIES order.
+
+    Merge rule: each fact has one publishing family (``kb lint`` checks the ``PUBLISHES``
+    declarations for overlaps), so the order of FAMILIES never decides a fact's value.
+    A family that raises does not hide the others: its exception becomes an error finding
+    ``probe.crashed`` (the findings of the families before it are kept), so the command exits 1
+    and the report never says that nothing was wrong.
+    """
+    from ..loaders import warnings
+
     out = Observations(artifacts=list(ctx.artifacts))
-    for name in FAMILIES:
+    for artifact in ctx.artifacts:
+        out.findings.extend(warnings(artifact))
+    for name, _ in FAMILIES:
         try:
-            part = importlib.import_module(f"{__name__}.{name}").run(ctx)
+            part = family_module(name).run(ctx)
         except LlmfixError:
             raise
         except ModuleNotFoundError as err:  # torch / safetensors / transformers not installed
             out.find("probe.missing_dependency", "info",
                      f"probe '{name}' skipped: needs {err.name} (pip install 'llmfix[models]')")
             continue
-        except Exception as err:  # one broken probe must not hide what the others found
-            out.find("probe.failed", "warning", f"probe '{name}' stopped: {type(err).__name__}: {err}"[:300])
+        except Exception as err:  # noqa: BLE001 - one broken probe must not hide what the others found
+            out.find("probe.crashed", "error",
+                     f"probe '{name}' crashed: {type(err).__name__}: {err}"[:300], name,
+                     {"family": name, "exception": type(err).__name__})
             continue
         part.artifacts = []  # already listed
         out.merge(part)

@@ -3,8 +3,7 @@
 Reads config.json (or Megatron's saved command line), generation_config.json and the tokenizer
 files (tokenizer_config.json, special_tokens_map.json, tokenizer.json, vocab.json) as plain JSON
 -- no tokenizer code runs -- and the embedding shape from the safetensors header. Publishes the
-``model.*`` facts the rules compute formulas from, and reports the loader's own findings
-(missing ``latest`` target, skipped or refused pickles) once per checkpoint.
+``model.*`` facts the rules compute formulas from.
 
 Sample output and how to read it::
 
@@ -29,7 +28,7 @@ from typing import Any
 
 from ..loaders.checkpoint import Checkpoint, open_checkpoint, weight_shapes
 from ..observations import Observations
-from . import ProbeContext
+from .context import ProbeContext
 
 SOURCE = "probe:config"
 ALIASES = {  # HF names first, then GPT-2 / T5 / Megatron spellings
@@ -60,7 +59,6 @@ def run(ctx: ProbeContext) -> Observations:
     obs = Observations()
     for art in ctx.of_kind("hf-checkpoint", "megatron-checkpoint", "state-dict"):
         ckpt = open_checkpoint(art.path)
-        obs.findings.extend(ckpt.issues)
         if ckpt.config:
             probe_config(ckpt, obs)
     return obs

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from ..loaders.checkpoint import Checkpoint, iter_weights, open_checkpoint
 from ..observations import Observations
-from . import ProbeContext
+from .context import ProbeContext
 from .config import pick, run_dtype
 
 SOURCE = "probe:weights"
@@ -120,14 +120,14 @@ def run(ctx: ProbeContext) -> Observations:
     for art in ctx.of_kind("hf-checkpoint", "megatron-checkpoint", "state-dict"):
         ckpt = open_checkpoint(art.path)
         if ckpt.weight_files:
-            audit(ckpt, stream(ckpt, ctx.options.get("progress")), obs)
+            audit(ckpt, stream(ckpt, ctx.progress), obs)
     return obs
 
 
 def stream(ckpt: Checkpoint, progress=None) -> list[Stat]:
     """Per-tensor numbers for every weight, one tensor in memory at a time.
 
-    ``progress(done_bytes, total_bytes, name)``, when given (``ProbeContext.options["progress"]``),
+    ``progress(done_bytes, total_bytes, name)``, when given (``ProbeContext.progress``),
     is called after each tensor so a terminal can draw a bar over large checkpoints.
     """
     total = sum(f.stat().st_size for f in ckpt.weight_files)

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import ArtifactError
-from ..observations import Artifact
-from .tensors import load_pickle, safetensors_header
+from ...errors import ArtifactError
+from ...observations import Artifact
+from ..tensors import load_pickle, safetensors_header
 
 MAX_ROWS = 4096
 MAX_TOKENS = 8_000_000
@@ -128,7 +128,7 @@ def sniff(path: Path) -> Artifact | None:
         ids = columns[next(k for k in ID_KEYS if k in columns)]
         return Artifact(str(path), "batch", f"tensor batch {_shape_text(ids)} ({', '.join(list(columns)[:6])})")
     if suffix in JSON_SUFFIXES:
-        from .batch_records import count_records, head_records, record_kind
+        from .records import count_records, head_records, record_kind
 
         records = head_records(path)
         kind = record_kind(records)
@@ -172,14 +172,14 @@ def read(path: str | Path) -> Batch:
     if suffix in PICKLE_SUFFIXES:
         return _from_columns(path, "pt", _columns(_load_pickle_cached(path)))
     if suffix in JSON_SUFFIXES:
-        from .batch_records import read_json
+        from .records import read_json
 
         return read_json(path)
     raise ArtifactError(path, "not a data batch (.pt, .safetensors, .jsonl or .json expected)")
 
 
 def _read_safetensors(path: Path) -> Batch:
-    from .tensors import iter_tensors
+    from ..tensors import iter_tensors
 
     header = safetensors_header(path)
     columns: dict[str, Any] = dict(iter_tensors(path))

@@ -13,7 +13,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator
 
-from ..errors import LlmfixError
+from ...errors import LlmfixError
 
 SEED = 0                        # torch.manual_seed for factories, missing weights, synthetic tokens
 CPU_MAX_PARAMS = 400_000_000    # above this, forward+backward on CPU takes minutes: skip by default

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .model_caps import caps_skip, seeded
-from .model_loaded import LoadedModel, accepts, one_line, param_dtype
+from .caps import caps_skip, seeded
+from .loaded import LoadedModel, accepts, one_line, param_dtype
 
 
 def build_from_checkpoint(folder: Path, device, force: bool = False):

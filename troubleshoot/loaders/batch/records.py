@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..errors import ArtifactError
-from .batch import (ID_KEYS, MAX_JSON_BYTES, MAX_ROWS, MAX_TEXT_CHARS, MAX_TEXT_RECORDS, META_KEYS,
+from ...errors import ArtifactError
+from . import (ID_KEYS, MAX_JSON_BYTES, MAX_ROWS, MAX_TEXT_CHARS, MAX_TEXT_RECORDS, META_KEYS,
                     SEQ_KEYS, SNIFF_LINES, TEXT_KEYS, Batch, TextRecord, as_rows, pad_into, scalar)
 
 

@@ -30,9 +30,9 @@ from __future__ import annotations
 import math
 from contextlib import contextmanager
 
-from ..errors import LlmfixError
-from ..loaders.model import LoadedModel, batch_for, loaded_model
-from ..observations import Observations
+from ...errors import LlmfixError
+from .model import LoadedModel, batch_for, loaded_model
+from ...observations import Observations
 from . import nonfinite as nf
 
 SOURCE = "probe:gradflow"

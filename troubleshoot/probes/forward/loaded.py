@@ -11,7 +11,7 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import LlmfixError
+from ...errors import LlmfixError
 
 
 @dataclass

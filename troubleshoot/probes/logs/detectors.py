@@ -13,7 +13,7 @@ import math
 from collections import deque
 from dataclasses import dataclass
 
-from .logs_stats import median, robust_sigma
+from .stats import median, robust_sigma
 
 LEVEL_WINDOW = 8          # records whose median is the level a new value is compared with
 NOISE_WINDOW = 32         # successive differences behind the noise estimate sigma

@@ -25,9 +25,9 @@ reference logit: RTOL per dtype). Sample::
 """
 from __future__ import annotations
 
-from ..errors import LlmfixError
-from ..loaders.model import SEED, LoadedModel, loaded_model
-from ..observations import Observations
+from ...errors import LlmfixError
+from .model import SEED, LoadedModel, loaded_model
+from ...observations import Observations
 from .nonfinite import float_tensors
 
 SOURCE = "probe:masks"

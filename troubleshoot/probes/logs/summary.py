@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from math import inf as INF, isfinite
 from pathlib import Path
 
-from ..errors import ArtifactError
-from ..loaders.logs import Record, detect_format, iter_records
-from .logs_detectors import SpikeDetector
-from .logs_stats import Blocks
-from .logs_trackers import LossScaleTracker, LRTracker
+from ...errors import ArtifactError
+from ...loaders.logs import Record, detect_format, iter_records
+from .detectors import SpikeDetector
+from .stats import Blocks
+from .trackers import LossScaleTracker, LRTracker
 
 GAP_FACTOR = 5            # an iteration jump > 5 logging intervals is a gap in the log
 MAX_SAVES, MAX_VALS, MAX_ERRORS = 100_000, 10_000, 20

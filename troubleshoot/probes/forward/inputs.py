@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import LlmfixError
-from . import model_caps as caps
-from .model_loaded import LoadedModel
+from ...errors import LlmfixError
+from . import caps
+from .loaded import LoadedModel
 
 
 class _Unusable(Exception):
@@ -97,7 +97,7 @@ def _cut(t, full, rows: int, cols: int):
 
 def _read_batch(path: Path) -> dict:
     """input_ids / attention_mask / labels through the batch loader; ragged records masked."""
-    from .batch import read
+    from ...loaders.batch import read
 
     batch = read(path)
     seqs = {k: v for k, v in batch.seqs.items() if k in ("input_ids", "attention_mask", "labels")}

@@ -13,9 +13,9 @@ import re
 from pathlib import Path
 from typing import IO, Iterator
 
-from ..errors import ArtifactError
-from .logs_record import Record, metric_slot, record_from_dict
-from .logs_text import CHUNK, iter_lines
+from ...errors import ArtifactError
+from .record import Record, metric_slot, record_from_dict
+from .text import CHUNK, iter_lines
 
 MAX_JSON_HEAD = 8 << 20    # trainer_state.json: bytes before "log_history" / after it
 
