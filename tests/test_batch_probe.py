@@ -12,6 +12,7 @@ import torch
 import batchfactory as bf
 from troubleshoot.errors import ArtifactError, UnsafePickleError
 from troubleshoot.loaders import batch as loader
+from troubleshoot.loaders.batch import rows
 from troubleshoot.observations import Artifact
 from troubleshoot.probes import ProbeContext
 from troubleshoot.probes.data import batch as probe
@@ -294,7 +295,7 @@ def test_eos_id_mismatch_with_batch_key(tmp_path, ckpt):
 # ------------------------------------------------------------------------------ caps and errors
 
 def test_caps_are_reported(tmp_path, ckpt, monkeypatch):
-    monkeypatch.setattr(loader, "MAX_ROWS", 2)
+    monkeypatch.setattr(rows, "MAX_ROWS", 2)
     obs = run(bf.save_pt(bf.healthy_batch(rows=6), tmp_path / "b.pt"), ckpt)
     assert "first 2 of 6 rows" in finding(obs, "data.capped").message
 
