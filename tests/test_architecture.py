@@ -95,3 +95,31 @@ def test_probes_and_loaders_never_import_report_or_cli():
     bad = {(m, t) for m, targets in graph.items() if m.startswith(("troubleshoot.probes", "troubleshoot.loaders"))
            for t in targets if t.startswith(("troubleshoot.report", "troubleshoot.cli"))}
     assert not bad, bad
+
+
+HELPERS = {"data.batch": ("data/labels.py", "data/text.py"), "forward.gradflow": ("forward/nonfinite.py",)}
+
+
+def _fact_literals(family_module: str, facts: set[str]) -> set[str]:
+    """Registered fact names written as string literals in a family's code (its PUBLISHES aside)."""
+    root = PKG / "probes"
+    path = root.joinpath(*family_module.split("."))
+    files = sorted(path.rglob("*.py")) if path.is_dir() else [path.with_suffix(".py")]
+    files += [root / h for h in HELPERS.get(family_module, ())]
+    found = set()
+    for f in files:
+        for top in ast.parse(f.read_text()).body:
+            if isinstance(top, ast.Assign) and any(getattr(t, "id", "") == "PUBLISHES" for t in top.targets):
+                continue
+            found |= {n.value for n in ast.walk(top) if isinstance(n, ast.Constant) and n.value in facts}
+    return found
+
+
+def test_publishes_declarations_match_the_code(shipped_kb):
+    from troubleshoot.probes import FAMILIES, publishes
+
+    declared = publishes()
+    modules = dict(FAMILIES)
+    for family, facts in declared.items():
+        assert set(facts) <= shipped_kb.facts.keys(), f"{family}: unregistered {set(facts) - shipped_kb.facts.keys()}"
+        assert set(facts) == _fact_literals(modules[family], set(shipped_kb.facts)), family

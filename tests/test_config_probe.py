@@ -109,8 +109,10 @@ def test_chat_template_end_of_turn_not_eos(fresh):
     tc["added_tokens_decoder"] = {"95": {"content": "<|eot_id|>", "special": True}}
     tc["chat_template"] = "{% for m in messages %}{{ m['content'] }}<|eot_id|>{% endfor %}"
     (folder / "tokenizer_config.json").write_text(json.dumps(tc))
-    f = found(probe(folder), "config.eot_not_eos")[0]
-    assert f.value == 95 and "'<|eot_id|>'" in f.message
+    obs = probe(folder)
+    f = found(obs, "config.eos_mismatch")[0]
+    assert f.severity == "warning" and f.value["chat_template"] == [95] and "'<|eot_id|>'" in f.message
+    assert obs.facts["model.eos_mismatch"].value is True
 
 
 def _config_only(tmp_path, **cfg):

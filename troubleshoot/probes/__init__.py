@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import importlib
 
+import ast
+from collections.abc import Callable
+from pathlib import Path
+
 from ..errors import LlmfixError
-from ..observations import Observations
+from ..observations import Fact, Observations
 from .context import ProbeContext
 
-__all__ = ["FAMILIES", "ProbeContext", "family_module", "run_all"]
+__all__ = ["FAMILIES", "SHARED_FACTS", "ProbeContext", "family_module", "publishes", "run_all"]
 
 # (family name, module under probes/). The name is the ``probe:<name>`` source of its facts.
 FAMILIES = (
@@ -27,6 +31,26 @@ FAMILIES = (
 )
 
 
+
+
+def _worse(old: Fact, new: Fact) -> Fact:
+    """The value saying more is wrong: True over False, the larger count."""
+    return new if new.value > old.value else old
+
+
+def _from(family: str) -> Callable[[Fact, Fact], Fact]:
+    return lambda old, new: new if new.source == f"probe:{family}" else old
+
+
+# The facts more than one family publishes, and how their values merge. Every other fact has one
+# publishing family (kb lint checks the PUBLISHES declarations against this table).
+SHARED_FACTS: dict[str, tuple[str, Callable[[Fact, Fact], Fact]]] = {
+    "model.has_embed_layernorm": ("the tensors present (weights) beat what the config says", _from("weights")),
+    "weights.nonfinite": ("NaN/Inf in the file (weights) or in the built model (gradflow): either", _worse),
+    "weights.nonfinite_tensors": ("the larger count of the two", _worse),
+}
+
+
 def family_module(name: str):
     """The module of probe family ``name`` (imports it, and so maybe torch)."""
     return importlib.import_module(f"{__name__}.{dict(FAMILIES)[name]}")
@@ -35,9 +59,8 @@ def family_module(name: str):
 def run_all(ctx: ProbeContext) -> Observations:
     """The loaders' own warnings, then every family, merged in FAMILIES order.
 
-    Merge rule: each fact has one publishing family (``kb lint`` checks the ``PUBLISHES``
-    declarations for overlaps), so the order of FAMILIES never decides a fact's value.
-    A family that raises does not hide the others: its exception becomes an error finding
+    Merge rule: a fact has one publishing family, except those in SHARED_FACTS, which merge by the
+    rule written there (so the order of FAMILIES never decides a fact's value). A family that raises does not hide the others: its exception becomes an error finding
     ``probe.crashed`` (the findings of the families before it are kept), so the command exits 1
     and the report never says that nothing was wrong.
     """
@@ -61,5 +84,22 @@ def run_all(ctx: ProbeContext) -> Observations:
                      {"family": name, "exception": type(err).__name__})
             continue
         part.artifacts = []  # already listed
+        merged = {k: SHARED_FACTS[k][1](out.facts[k], f) for k, f in part.facts.items()
+                  if k in out.facts and k in SHARED_FACTS}
         out.merge(part)
+        out.facts.update(merged)
+    return out
+
+
+def publishes() -> dict[str, tuple[str, ...]]:
+    """Each family's ``PUBLISHES`` declaration, read from its source (importing a family may need
+    torch; ``kb lint`` must not)."""
+    root = Path(__file__).parent
+    out = {}
+    for name, module in FAMILIES:
+        path = root.joinpath(*module.split("."))
+        path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        out[name] = next(tuple(ast.literal_eval(node.value)) for node in tree.body if isinstance(node, ast.Assign)
+                         and any(getattr(t, "id", "") == "PUBLISHES" for t in node.targets))
     return out

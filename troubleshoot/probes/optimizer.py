@@ -31,6 +31,13 @@ from ..observations import Observations
 from .context import ProbeContext
 
 SOURCE = "probe:optimizer"
+# Every fact this family can publish (kb lint checks them against the rules' facts).
+PUBLISHES = (
+    "optimizer.beta1", "optimizer.beta2", "optimizer.eps", "optimizer.lr", "optimizer.weight_decay",
+    "optimizer.step", "optimizer.step_mismatch", "optimizer.nonfinite", "optimizer.exp_avg_sq_max",
+    "optimizer.exp_avg_sq_l1", "optimizer.eps_dominated_fraction", "optimizer.loss_scale",
+    "optimizer.warmup_steps", "optimizer.near_warmup_end",
+)
 EPS_WARN = 0.5             # heuristic: half of the moments below eps
 NEAR_WARMUP = (0.9, 3.0)   # step / warmup_end; seed 002: glitches at 1-1.2x, grad variance settles by ~3x
 MAX_LISTED = 10

@@ -33,6 +33,13 @@ from .context import ProbeContext
 from .config import pick, run_dtype
 
 SOURCE = "probe:weights"
+# Every fact this family can publish (kb lint checks them against the rules' facts).
+PUBLISHES = (
+    "weights.nonfinite", "weights.nonfinite_tensors", "weights.fp16_overflow", "weights.max_abs",
+    "weights.zero_tensors", "model.has_embed_layernorm", "weights.layernorm_gain_off",
+    "weights.init_std", "weights.init_std_ratio", "weights.early_checkpoint",
+    "weights.output_std_ratio", "weights.output_layers_scaled",
+)
 FP16_MAX = 65504.0
 EARLY_STEPS = 1000        # heuristic: init statistics still hold this close to step 0
 GAIN_DRIFT_EARLY = 0.1    # mean |g - 1| of norm gains still "at init"

@@ -1,7 +1,6 @@
-"""Label, EOS and repetition checks of the data-batch probe (``probes/batch.py`` runs them).
+"""Label, EOS, token-range and repetition checks of the data-batch probe (``batch.py`` runs them).
 
-Split from batch.py to keep modules short; also the helpers every data check shares:
-``publish`` (facts of several batches combine: any fault wins, numbers take the max), ``first``
+Also the helpers every data check shares: ``publish`` (facts of several batches combine: any fault wins, numbers take the max), ``first``
 (the first offending row/position) and ``DEFAULTS`` (the token-check thresholds).
 
 Sample findings::
@@ -17,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...loaders.batch import Batch
-from ...loaders.tokenizer import Specials
+from ...loaders.tokenizer import Specials, eos_not_stopped
 from ...observations import Observations
 
 SOURCE = "probe:batch"
@@ -220,20 +219,21 @@ def repeats_in_rows(b: Batch, ids, keep, obs: Observations, options: dict) -> No
 
 
 def eos_mismatch(spec: Specials, obs: Observations, where: str) -> None:
-    """Every EOS id named anywhere must stop generation (generation_config, else config.json)."""
-    if len(spec.eos) < 2:
+    """The EOS id the batch itself names (its ``eos_token_id`` key) must be one generation stops on.
+
+    Disagreements among the checkpoint's own files are the config probe's (``config.eos_mismatch``):
+    each mismatch is reported once, by the family that owns its files."""
+    if "batch" not in spec.eos or len(spec.eos) < 2:
         return
-    union = spec.eos_ids
-    stops = spec.eos.get("generation_config.json") or spec.eos.get("config.json")
-    missing = sorted(union - set(stops)) if stops else []
-    differ = missing or (stops is None and len({tuple(sorted(v)) for v in spec.eos.values()}) > 1)
+    missing, stops = eos_not_stopped(spec.eos)
+    differ = sorted(set(missing) & set(spec.eos["batch"]))
     if differ:
         listing = "; ".join(f"{src} {v[0] if len(v) == 1 else v}" for src, v in spec.eos.items())
-        stop_text = f"generation stops only on {sorted(stops)}" if stops else "no config names the EOS to stop on"
+        stop_text = f"generation stops only on {stops}" if stops else "no config names the EOS to stop on"
         obs.find("data.eos.id_mismatch", "warning",
-                 f"EOS ids disagree: {listing}; {stop_text}, so a model trained to end samples with "
-                 f"{missing or sorted(union)} may never stop. List every end token in generation_config.json "
-                 f"eos_token_id, e.g. {sorted(union)}", where, {k: list(v) for k, v in spec.eos.items()})
+                 f"the batch's EOS id {differ} is not one generation stops on: {listing}; {stop_text}, so a model "
+                 f"trained to end samples with it may never stop. List every end token in generation_config.json "
+                 f"eos_token_id, e.g. {sorted(spec.eos_ids)}", where, {k: list(v) for k, v in spec.eos.items()})
     publish(obs, "data.eos.id_mismatch", bool(differ), where)
 
 

@@ -4,7 +4,7 @@ The folder is loaded through the Auto classes from local files only (``local_fil
 ``trust_remote_code=False``), so nothing is downloaded and no code from the folder runs:
 AutoModelForCausalLM, else AutoModelForMaskedLM (BERT-style), else AutoModel. Weights are read by
 transformers (safetensors, or weights-only torch pickles). The ``config_*`` readers are shared
-with ``model_factory``, whose models may carry an HF-style ``config`` too.
+with ``factory``, whose models may carry an HF-style ``config`` too.
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 A real batch shows what the model does on the user's data (its padding, its labels), so the first
 ``batch`` artifact is used when it can be: read with ``loaders.batch.read`` (``.pt``,
 ``.safetensors``, token-id ``.jsonl``; ragged records masked past their end) and cut to the caps
-of ``model_caps``. When it cannot be used (no 2-D integer ``input_ids``, token ids outside the
+of ``caps``. When it cannot be used (no 2-D integer ``input_ids``, token ids outside the
 vocabulary, text-only records) the probes run on seeded random tokens and say why.
 """
 from __future__ import annotations

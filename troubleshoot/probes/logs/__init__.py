@@ -42,6 +42,16 @@ from .summary import analyse
 from .trends import eval_rising, slowdown
 
 SOURCE = "probe:logs"
+# Every fact this family can publish (kb lint checks them against the rules' facts).
+PUBLISHES = (
+    "logs.last_iteration", "logs.initial_loss", "logs.lr_peak", "logs.warmup_end_iteration", "logs.nan",
+    "logs.nan_iteration", "logs.nan_early", "logs.spike", "logs.spike_iteration",
+    "logs.spike_recovered", "logs.recovery_iterations", "logs.divergence", "logs.plateau",
+    "logs.grad_norm_explosion", "logs.loss_scale_collapse", "logs.skipped_iterations",
+    "logs.loss_scale_min", "logs.early_warning", "logs.instability_onset", "logs.skip_range",
+    "logs.spike_after_warmup", "logs.rollback_iteration", "logs.grad_norm_lead",
+    "logs.checkpoint_interval", "logs.eval_loss_rising", "logs.oom_phase", "logs.system_error",
+)
 RANK = {"error": 2, "warning": 1}  # severity of a log's main instability: the worst log gives the facts
 
 

@@ -1,9 +1,9 @@
 """The findings of the log probe: one Reading becomes lines a person reads (``where  id  message``).
 
-Split from ``probes/logs.py`` (which runs the probe and publishes the facts). Messages say what
-happened, at which iteration, and how it ended (recovered by N, settled at X, still open at the
-end of the log); severities follow docs/log-analysis.md ("Severity"). Warning-level spikes and
-explosions beyond ``MAX_LISTED`` and single-batch blips are counted in one info finding each.
+Messages say what happened, at which iteration, and how it ended (recovered by N, settled at X,
+still open at the end of the log); severities follow docs/log-analysis.md ("Severity"). Warning-
+level spikes and explosions beyond ``MAX_LISTED`` and single-batch blips are counted in one info
+finding each.
 """
 from __future__ import annotations
 

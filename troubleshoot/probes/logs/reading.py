@@ -1,6 +1,6 @@
 """From a log's Summary to a Reading: the instabilities, the one that matters, where to roll back.
 
-The log probe (``probes/logs.py``) turns a Reading into findings (``logs_findings``), facts and
+The log probe (``probes/logs/__init__.py``) turns a Reading into findings (``findings``), facts and
 the timeline (``report/timeline.py``). The instability that matters is the first error-level one
 (else the largest recovered spike) of the latest attempt in the log; its *onset* is the earliest
 sign, moved before the visible spike by a grad-norm explosion that began first or an early
