@@ -47,6 +47,9 @@ BROKEN = [
     ("bad cause id", "id: nan-loss.lr-too-high", "id: lr_too_high", "expected a cause id 'nan-loss.<kebab-case>'"),
     ("unknown fact type", "type: bool, description: NaN within", "type: boolean, description: NaN within",
      "expected bool, number, choice or text, got 'boolean'"),
+    ("probe hint nothing answers", "    ask: Which precision do you train in?\n",
+     "    ask: Which precision do you train in?\n    probe: llmfix probe train.log\n",
+     "rules/nan-loss.yaml:17: checks[2].probe: no probe publishes 'train.precision'"),
 ]
 
 
@@ -73,3 +76,12 @@ def test_cli_lint_exit_codes(mini_root, monkeypatch):
     monkeypatch.setattr("troubleshoot.knowledge.lint.knowledge_root", lambda: mini_root)
     result = CliRunner().invoke(cli.main, ["kb", "lint"])
     assert result.exit_code == 1 and "required symptom 'loss-spike' is missing" in result.output
+
+
+def test_shared_facts_need_a_merge_rule(mini_root, monkeypatch):
+    from troubleshoot import probes
+
+    assert not new_problems(mini_root)
+    monkeypatch.delitem(probes.SHARED_FACTS, "weights.nonfinite")
+    assert any("fact 'weights.nonfinite' is published by weights and gradflow but has no merge rule" in p
+               for p in new_problems(mini_root))

@@ -234,11 +234,15 @@ def probe(paths: tuple[str, ...], as_json: bool, device: str, model_factory: str
         raise click.UsageError("give at least one PATH (checkpoint, log, batch) or --model-factory")
     kb = _kb()
     facts = _parse_answers(kb, answers)
-    options = {"progress": _progress_line()} if sys.stderr.isatty() else {}
+    progress = _progress_line() if sys.stderr.isatty() else None
     observations = _run_probes(paths, device=device, static=static, forward=forward,
-                               model_factory=model_factory, plot=plot, options=options)
-    if options:
+                               model_factory=model_factory, progress=progress)
+    if progress:
         click.echo("\r\033[K", nl=False, err=True)
+    if plot:
+        from .report.plot import write_plots
+
+        observations.findings += write_plots(observations.attachments, plot)
     _finish(diagnose(kb, {}, observations, facts), as_json, top)
 
 

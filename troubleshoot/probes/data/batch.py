@@ -4,7 +4,7 @@ Runs on every artifact of kind "batch" (``.pt`` / ``.safetensors`` tensors, ``.j
 or text). When a checkpoint folder is given alongside, its files supply the vocabulary size, the
 pad / BOS id and every EOS id (``loaders.tokenizer``); without one the batch's own
 ``eos_token_id`` / ``pad_token_id`` keys are used, the pad id is inferred from the padding, and the
-checks that need a missing id say they were skipped and why. Text records go on to ``text.py``.
+checks that need a missing id say they were skipped and why. Text records go on to ``text.py``; the label, EOS and range checks live in ``labels.py``.
 
 Sample findings (``where  id  message``)::
 
@@ -25,13 +25,24 @@ from __future__ import annotations
 from copy import deepcopy
 from pathlib import Path
 
-from ..loaders import batch as batch_loader
-from ..loaders.batch import Batch
-from ..loaders.tokenizer import Specials, specials
-from ..observations import Observations
-from .batch_labels import (DEFAULTS, IGNORE, double_bos, eos_checks, eos_mismatch, first, label_checks,
-                           mode, publish, repeats_in_rows, supervised)
+from ...loaders import batch as batch_loader
+from ...loaders.batch import Batch
+from ...loaders.tokenizer import Specials, specials
+from ...observations import Observations
+from . import text
+from .labels import (DEFAULTS, IGNORE, double_bos, eos_checks, eos_mismatch, first, label_checks, mode, publish,
+                     range_check, repeats_in_rows, supervised)
 
+
+# Every fact this family can publish (kb lint checks them against the rules' facts).
+PUBLISHES = (
+    "data.mask.binary", "data.mask.missing", "data.mask.inverted", "data.mask.all_zero_rows",
+    "data.padding_side", "data.has_nonfinite", "data.tokens.out_of_range", "data.tokens.double_bos",
+    "data.labels.pad_not_ignored", "data.labels.no_target", "data.labels.no_target_rows",
+    "data.labels.no_target_batch", "data.labels.double_shifted", "data.eos.present", "data.eos.masked",
+    "data.eos.id_mismatch", "data.repeats.rate", "data.text.escape_rate", "data.text.entity_rate",
+    "data.text.mojibake_rate", "data.text.duplicate_rate", "data.text.short_rate",
+)
 
 def run(ctx) -> Observations:
     """Check every batch artifact; facts of several batches are combined (any fault wins)."""
@@ -39,25 +50,16 @@ def run(ctx) -> Observations:
     arts = ctx.of_kind("batch")
     if not arts:
         return obs
-    options = {**DEFAULTS, **{k: v for k, v in (ctx.options or {}).items() if k in DEFAULTS}}
     checkpoints = ctx.of_kind("hf-checkpoint")
     folder = Path(checkpoints[0].path) if checkpoints else None
     base = specials(folder) if folder else Specials()
-    if isinstance((ctx.options or {}).get("eos_token_id"), (int, list)):
-        base.add_eos("--eos-id", ctx.options["eos_token_id"])
-    from . import text
-
-    reported: set = set()
     for art in arts:
         b = batch_loader.read(art.path)
         spec = with_batch_meta(base, b)
         _bookkeeping(b, obs)
         if "input_ids" in b.seqs:
-            check_tokens(b, spec, obs, options)
-        signature = tuple(sorted((k, tuple(v)) for k, v in spec.eos.items()))
-        if signature not in reported:  # the checkpoint's own disagreement is reported once
-            reported.add(signature)
-            eos_mismatch(spec, obs, str(b.path) if "batch" in spec.eos else spec.folder)
+            check_tokens(b, spec, obs)
+        eos_mismatch(spec, obs, str(b.path))
         if b.texts:
             text.check(b, spec, obs, folder)
     return obs
@@ -84,9 +86,9 @@ def _bookkeeping(b: Batch, obs: Observations) -> None:
         obs.find("data.batch.inconsistent", "warning", problem, str(b.path))
 
 
-def check_tokens(b: Batch, spec: Specials, obs: Observations, options: dict | None = None) -> None:
+def check_tokens(b: Batch, spec: Specials, obs: Observations) -> None:
     """All tensor-level checks on one batch, in the order a training step would trip over them."""
-    options = {**DEFAULTS, **(options or {})}
+    options = DEFAULTS
     ids = _integer_ids(b, obs)
     valid = b.valid
     _nonfinite(b, obs)
@@ -102,8 +104,7 @@ def check_tokens(b: Batch, spec: Specials, obs: Observations, options: dict | No
     # ragged records are one sample each; rectangular rows without padding may be packed chunks
     eos_checks(b, ids, valid, keep, sup, label_ids, spec, pad, obs, complete_rows=b.lengths is not None)
     double_bos(b, ids, keep, spec, obs)
-    from .text import periodic_runs
-    repeats_in_rows(b, ids, keep, obs, options, periodic_runs)
+    repeats_in_rows(b, ids, keep, obs, options)
     rows, width = ids.shape
     summary = (f"{rows} rows x {width} tokens, {int(keep.sum())} attended tokens"
                + (f", {int(sup.sum())} supervised labels" if sup is not None else "")
@@ -312,40 +313,6 @@ def padding_side(b: Batch, valid, keep, obs: Observations) -> str:
                  f"(e.g. {b.loc(r)}): packed samples or a segment mask", b.where(r), n_other)
     publish(obs, "data.padding_side", side)
     return side
-
-
-def range_check(b: Batch, ids, valid, spec: Specials, obs: Observations, origin: str = "") -> None:
-    """Token ids (and labels) must lie in [0, vocab); -100 is the only legal negative label."""
-    labels = b.seqs.get("labels")
-    vocab = spec.vocab
-    bad_ids = valid & ((ids < 0) | (ids >= vocab) if vocab else (ids < 0))
-    bad_labels = lab = None
-    if labels is not None and not labels.is_floating_point():
-        lab = valid & (labels != IGNORE)
-        bad_labels = lab & ((labels < 0) | (labels >= vocab) if vocab else (labels < 0))
-    found = []
-    for name, bad, values, scope in ((b.id_key, bad_ids, ids, valid), ("labels", bad_labels, labels, lab)):
-        if bad is None or not bad.any():
-            continue
-        r, t = first(bad)
-        v = int(values[r, t])
-        limit = f"[0, {vocab}) ({vocab} = {spec.vocab_source})" if vocab else "[0, vocab)"
-        extra = (" CrossEntropyLoss ignores only -100 (ignore_index); other negative labels fail."
-                 if name == "labels" and v < 0 else "")
-        found.append(name)
-        obs.find("data.tokens.out_of_range", "error",
-                 f"{origin}{int(bad.sum())} {name} values outside {limit}, e.g. {b.loc(r, t)}: {name} = {v} "
-                 f"(min {int(values[scope].min())}, max {int(values[scope].max())}).{extra} On GPU this is a "
-                 "device-side assert (srcIndex < srcSelectDimSize), on CPU an IndexError, NaN or garbage "
-                 "in other kernels", b.where(r, t), {"tensor": name, "count": int(bad.sum()), "first": [r, t]})
-    if found:
-        publish(obs, "data.tokens.out_of_range", True, str(b.path))
-    elif vocab:
-        publish(obs, "data.tokens.out_of_range", False, f"all ids < {vocab} ({spec.vocab_source})")
-    else:
-        obs.find("data.tokens.range_unchecked", "info",
-                 f"{origin}token ids checked only for < 0 (max id {int(ids[valid].max()) if valid.any() else '-'}): "
-                 "no vocabulary size known; give the checkpoint folder beside the batch", str(b.path))
 
 
 def _fmt(values: list[float]) -> str:

@@ -1,7 +1,7 @@
 """The excursion detector of the log probe: loss spikes and divergences, grad-norm explosions.
 
 ``SpikeDetector`` follows one series online: a new value is compared with the rolling median of
-the last ``LEVEL_WINDOW`` records plus a margin of robust sigmas (``logs_stats.robust_sigma``) or
+the last ``LEVEL_WINDOW`` records plus a margin of robust sigmas (``stats.robust_sigma``) or
 a relative floor, whichever is larger; an excursion becomes an ``Event`` that is followed until
 the series is back at its level or settles at a new one. Memory is fixed (``LEVEL_WINDOW`` /
 ``NOISE_WINDOW`` / ``LOOKBACK`` records, at most ``MAX_EVENTS`` events) whatever the log size.
@@ -13,7 +13,7 @@ import math
 from collections import deque
 from dataclasses import dataclass
 
-from .logs_stats import median, robust_sigma
+from .stats import median, robust_sigma
 
 LEVEL_WINDOW = 8          # records whose median is the level a new value is compared with
 NOISE_WINDOW = 32         # successive differences behind the noise estimate sigma

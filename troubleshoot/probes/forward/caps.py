@@ -5,7 +5,7 @@ model is measured before it is run and skipped, with a note saying how to run it
 would not fit. The constants below are those limits (docs/probes-model.md, "Caps", explains each).
 
 Where a value must follow a patched cap (the tests lower ``CPU_MAX_PARAMS`` and
-``CPU_MAX_TOKENS``), other modules read it as ``model_caps.NAME`` at call time rather than
+``CPU_MAX_TOKENS``), other modules read it as ``caps.NAME`` at call time rather than
 importing the value.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator
 
-from ..errors import LlmfixError
+from ...errors import LlmfixError
 
 SEED = 0                        # torch.manual_seed for factories, missing weights, synthetic tokens
 CPU_MAX_PARAMS = 400_000_000    # above this, forward+backward on CPU takes minutes: skip by default

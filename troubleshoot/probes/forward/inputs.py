@@ -3,16 +3,16 @@
 A real batch shows what the model does on the user's data (its padding, its labels), so the first
 ``batch`` artifact is used when it can be: read with ``loaders.batch.read`` (``.pt``,
 ``.safetensors``, token-id ``.jsonl``; ragged records masked past their end) and cut to the caps
-of ``model_caps``. When it cannot be used (no 2-D integer ``input_ids``, token ids outside the
+of ``caps``. When it cannot be used (no 2-D integer ``input_ids``, token ids outside the
 vocabulary, text-only records) the probes run on seeded random tokens and say why.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import LlmfixError
-from . import model_caps as caps
-from .model_loaded import LoadedModel
+from ...errors import LlmfixError
+from . import caps
+from .loaded import LoadedModel
 
 
 class _Unusable(Exception):
@@ -97,7 +97,7 @@ def _cut(t, full, rows: int, cols: int):
 
 def _read_batch(path: Path) -> dict:
     """input_ids / attention_mask / labels through the batch loader; ragged records masked."""
-    from .batch import read
+    from ...loaders.batch import read
 
     batch = read(path)
     seqs = {k: v for k, v in batch.seqs.items() if k in ("input_ids", "attention_mask", "labels")}

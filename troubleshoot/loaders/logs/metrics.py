@@ -1,9 +1,8 @@
 """Structured metric logs: JSONL, CSV, HF ``trainer_state.json`` and TensorBoard event files.
 
-Split from ``loaders/logs.py`` (which owns detection and the reading API). Every entry goes through
-``record_from_dict`` (one key vocabulary for all of them) and the readers stream: JSONL and CSV
-line by line, ``trainer_state.json`` one ``log_history`` entry at a time (a 2 GB state file is
-never loaded whole), event files through the optional ``tensorboard`` package.
+Every entry goes through ``record_from_dict`` (one key vocabulary for all of them) and the readers
+stream: JSONL and CSV line by line, ``trainer_state.json`` one ``log_history`` entry at a time (a
+2 GB state file is never loaded whole), event files through the optional ``tensorboard`` package.
 """
 from __future__ import annotations
 
@@ -13,9 +12,9 @@ import re
 from pathlib import Path
 from typing import IO, Iterator
 
-from ..errors import ArtifactError
-from .logs_record import Record, metric_slot, record_from_dict
-from .logs_text import CHUNK, iter_lines
+from ...errors import ArtifactError
+from .record import Record, metric_slot, record_from_dict
+from .text import CHUNK, iter_lines
 
 MAX_JSON_HEAD = 8 << 20    # trainer_state.json: bytes before "log_history" / after it
 

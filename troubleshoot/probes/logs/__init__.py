@@ -1,9 +1,9 @@
 """Training-log probe: what happened in the run, when, and where to roll back to.
 
 Every log among the artifacts (and the ``trainer_state.json`` / event files inside checkpoint
-folders) is streamed once through ``logs_summary.analyse`` (bounded memory); ``logs_reading``
-turns the resulting Summary into a Reading, which becomes findings (``logs_findings``), facts
-(rules/_facts/logs.yaml, published here) and a terminal timeline. Sample, on the BLOOM-104B
+folders) is streamed once through ``summary.analyse`` (bounded memory); ``reading`` turns the
+resulting Summary into a Reading, which becomes findings (``findings``), facts
+(rules/_facts/logs.yaml, published here) and a ``Timeline`` for the renderers. Sample, on the BLOOM-104B
 excerpt quoted in seed 002 (real-logs/01_megatron_bigscience.log)::
 
     error    01.log:5  logs.spike  loss spike at iteration 7010: 6.445 -> 11.42 (1.8x its level);
@@ -30,36 +30,44 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..errors import ArtifactError
-from ..loaders.logs import DETAILS, find_logs_in
-from ..observations import Observations
-from . import ProbeContext
-from .logs_findings import findings
-from .logs_reading import (Reading, is_blip, linked_explosion, loss_scale_severity, near_warmup, read, skip_stats,
+from ...errors import ArtifactError
+from ...loaders.logs import FOLDER, find_logs_in, formats
+from ...observations import Observations, Timeline
+from ..context import ProbeContext
+from .findings import findings
+from .reading import (Reading, is_blip, linked_explosion, loss_scale_severity, near_warmup, read, skip_stats,
                            warmup_end)
-from .logs_stats import median
-from .logs_summary import analyse
-from .logs_trends import eval_rising, slowdown
+from .stats import median
+from .summary import analyse
+from .trends import eval_rising, slowdown
 
 SOURCE = "probe:logs"
+# Every fact this family can publish (kb lint checks them against the rules' facts).
+PUBLISHES = (
+    "logs.last_iteration", "logs.initial_loss", "logs.lr_peak", "logs.warmup_end_iteration", "logs.nan",
+    "logs.nan_iteration", "logs.nan_early", "logs.spike", "logs.spike_iteration",
+    "logs.spike_recovered", "logs.recovery_iterations", "logs.divergence", "logs.plateau",
+    "logs.grad_norm_explosion", "logs.loss_scale_collapse", "logs.skipped_iterations",
+    "logs.loss_scale_min", "logs.early_warning", "logs.instability_onset", "logs.skip_range",
+    "logs.spike_after_warmup", "logs.rollback_iteration", "logs.grad_norm_lead",
+    "logs.checkpoint_interval", "logs.eval_loss_rising", "logs.oom_phase", "logs.system_error",
+)
 RANK = {"error": 2, "warning": 1}  # severity of a log's main instability: the worst log gives the facts
 
 
 def run(ctx: ProbeContext) -> Observations:
     """Analyse every training log in ``ctx``; facts come from the log with the worst instability."""
-    from ..report import timeline as T
-
     obs = Observations()
     logs, folder_saves = _logs_of(ctx)
     readings: list[Reading] = []
     for path, fmt in logs:
         try:
-            s = analyse(path, None if fmt == "found" else fmt)
+            s = analyse(path, fmt)
         except ArtifactError as err:
             if "tensorboard" in err.problem:
                 obs.find("logs.tensorboard_missing", "info", err.problem, path)
                 continue
-            if fmt == "found":  # found inside a folder, not named by the user: say so, go on
+            if fmt is None:  # found inside a folder, not named by the user: say so, go on
                 obs.find("logs.unreadable", "warning", err.problem, path)
                 continue
             raise
@@ -69,30 +77,29 @@ def run(ctx: ProbeContext) -> Observations:
     if not readings:
         return obs
     facts(max(readings, key=lambda r: RANK.get(r.main.severity, 0) if r.main else -1), obs)
-    lines = [line for rd in readings for line in T.timeline(rd)]
-    plot = _plot(ctx.plot, readings, obs) if ctx.plot else None
-    obs.attachments["logs"] = {"timeline": lines, "plot": plot}
+    obs.attachments["logs"] = {"timelines": [timeline(rd) for rd in readings]}
     return obs
 
 
 def _logs_of(ctx: ProbeContext) -> tuple[list[tuple[str, str | None]], list[int]]:
-    """(log paths with their format when known, checkpoint iterations named by the folders given)."""
+    """(log paths with the format their loader recognised, None for logs found inside folders;
+    checkpoint iterations named by the folders given)."""
     logs: list[tuple[str, str | None]] = []
     saves: list[int] = []
     seen: set[str] = set()
     for a in ctx.artifacts:
         p = Path(a.path)
-        if a.kind == "log" and not p.is_dir():
+        if a.kind == "log" and a.format != FOLDER:
             key = str(p.resolve())
             if key not in seen:
                 seen.add(key)
-                logs.append((a.path, next((k for k, v in DETAILS.items() if v == a.detail), None)))
+                logs.append((a.path, a.format or None))
         elif p.is_dir():
             saves.extend(checkpoint_iterations(p))
             for q in find_logs_in(p):
                 if str(q.resolve()) not in seen:
                     seen.add(str(q.resolve()))
-                    logs.append((str(q), "found"))
+                    logs.append((str(q), None))
     return logs, sorted(set(saves))
 
 
@@ -115,25 +122,12 @@ def checkpoint_iterations(folder: Path) -> list[int]:
     return sorted(out)
 
 
-def _plot(out: str, readings: list[Reading], obs: Observations) -> str | None:
-    """Draw one figure per log (``out``, then ``out-2`` ...); the path of the first one written."""
-    from ..report import timeline as T
-
-    written = None
-    for k, rd in enumerate(readings):
-        path = out if k == 0 else str(Path(out).with_stem(f"{Path(out).stem}-{k + 1}"))
-        try:
-            T.plot(rd, path)
-        except ImportError:
-            obs.find("logs.plot_missing", "info", "--plot needs matplotlib: pip install 'llmfix[plot]' "
-                     "(or pip install matplotlib)", out)
-            return None
-        except (OSError, ValueError) as err:
-            obs.find("logs.plot_failed", "warning", f"could not write the plot: {err}", path)
-            continue
-        written = written or path
-        obs.find("logs.plot", "info", f"plot of {Path(rd.summary.path).name} written to {path}", path)
-    return written
+def timeline(rd: Reading) -> Timeline:
+    """The series and events of one log, as plain data for the terminal timeline and --plot."""
+    s, b = rd.summary, rd.summary.blocks
+    return Timeline(s.path, s.records, list(b.it), list(b.loss), list(b.loss_lo), list(b.loss_hi), list(b.gn),
+                    list(b.ls), list(b.lr), s.ls.seen, list(s.vals), list(rd.markers),
+                    rd.main.window if rd.main else None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -198,7 +192,7 @@ def facts(rd: Reading, obs: Observations) -> None:
         f("logs.checkpoint_interval", s.save_steps)
     if len(s.vals) >= 4:
         f("logs.eval_loss_rising", eval_rising(s.vals, s.blocks) is not None)
-    if s.fmt in ("megatron", "deepspeed", "nanogpt", "hf-stdout", "text"):
+    if formats.get(s.fmt).error_lines:
         f("logs.oom_phase", s.oom_phase or "none")
         kinds = {k for k, *_ in s.errors}
         system = next((k for k in ("lost-gpu", "nccl-timeout", "cuda-error", "storage") if k in kinds), None)

@@ -1,10 +1,9 @@
 """The one record type every log format is read into, and the metric names of dict-shaped logs.
 
-Split from ``loaders/logs.py`` (which owns detection and the reading API). Text, JSONL, CSV,
-``trainer_state.json`` and TensorBoard readers all yield ``Record``; the dict-shaped ones (and the
-dicts the HF Trainer prints) share one key vocabulary, so ``train/learning_rate``, ``lr`` and
-``learning_rate`` all land in ``Record.lr``. Numbers are parsed forgivingly: ``'nan'`` / ``'inf'``
-are values, unreadable text is None, never an exception.
+Text, JSONL, CSV, ``trainer_state.json`` and TensorBoard readers all yield ``Record``; the dict-
+shaped ones (and the dicts the HF Trainer prints) share one key vocabulary, so
+``train/learning_rate``, ``lr`` and ``learning_rate`` all land in ``Record.lr``. Numbers are
+parsed forgivingly: ``'nan'`` / ``'inf'`` are values, unreadable text is None, never an exception.
 """
 from __future__ import annotations
 

@@ -25,12 +25,17 @@ reference logit: RTOL per dtype). Sample::
 """
 from __future__ import annotations
 
-from ..errors import LlmfixError
-from ..loaders.model import SEED, LoadedModel, loaded_model
-from ..observations import Observations
+from ...errors import LlmfixError
+from .model import SEED, LoadedModel, loaded_model
+from ...observations import Observations
 from .nonfinite import float_tensors
 
 SOURCE = "probe:masks"
+# Every fact this family can publish (kb lint checks them against the rules' facts).
+PUBLISHES = (
+    "forward.mask.causal_leak", "forward.mask.ignored", "forward.mask.inverted",
+    "forward.mask.fully_masked_nan", "forward.position_ids_dependent",
+)
 SEQ, PAD = 24, 8      # real tokens per test sequence, padding tokens added (cut to max positions)
 # Tolerance = RTOL[dtype] x the largest |reference output|. Outputs computed with different batch
 # shapes (alone vs in a batch) differ by kernel rounding: measured up to ~2e-3 relative in bf16 on

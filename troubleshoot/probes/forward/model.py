@@ -1,14 +1,14 @@
 """The one model a command runs: an HF checkpoint folder, or the user's own ``--model-factory``.
 
-The model-running probes (``probes/gradflow.py``, ``probes/masks.py``) call ``model_for(ctx)``,
-which decides once per command whether a model can and should be run, and caches the answer in
-``ctx.options`` so both probes share one model:
+The model-running probes (``gradflow``, ``masks``) call ``model_for(ctx)``, which decides once per
+command whether a model can and should be run, and keeps the answer in ``ctx.model_request`` so
+both probes share one model:
 
 - ``--static`` skips it; a model above the size caps for the device is skipped with a note on how
   to run it anyway (``--forward``); transformers missing for a checkpoint folder is a skip too.
-- HF folders load through the Auto classes from local files only (``model_hf``).
+- HF folders load through the Auto classes from local files only (``hf``).
 - ``--model-factory module:callable`` or ``path/to/file.py:callable`` imports the user's module
-  and calls ``callable()`` with no arguments; it must return an ``nn.Module`` (``model_factory``).
+  and calls ``callable()`` with no arguments; it must return an ``nn.Module`` (``factory``).
 
 The factory's model is called as ``model(input_ids=..., attention_mask=..., position_ids=...)``
 (only the keywords its ``forward`` accepts; HF convention: mask 1 = attend, 0 = padding) and must
@@ -17,26 +17,23 @@ first element is the logits). Nothing is ever written next to the artifacts.
 
 The probes import everything they need from here; the pieces live beside it:
 
-- ``model_loaded``: ``LoadedModel``, the built model as the probes call it;
-- ``model_hf`` / ``model_factory``: the two ways to build one;
-- ``model_caps``: the device, the size caps, the seed;
-- ``model_inputs``: ``batch_for``, the user's batch or synthetic tokens.
+- ``loaded``: ``LoadedModel``, the built model as the probes call it;
+- ``hf`` / ``factory``: the two ways to build one;
+- ``caps``: the device, the size caps, the seed;
+- ``inputs``: ``batch_for``, the user's batch or synthetic tokens.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
-from .model_caps import SEED, resolve_device
-from .model_factory import build_from_factory
-from .model_hf import build_from_checkpoint
-from .model_inputs import batch_for
-from .model_loaded import LoadedModel
+from .caps import SEED, resolve_device
+from .factory import build_from_factory
+from .hf import build_from_checkpoint
+from .inputs import batch_for
+from .loaded import LoadedModel
 
 __all__ = ["SEED", "LoadedModel", "ModelRequest", "batch_for", "loaded_model", "model_for"]
-
-CACHE_KEY = "_llmfix_model"     # ctx.options slot shared by gradflow and masks
-
 
 @dataclass
 class ModelRequest:
@@ -63,11 +60,10 @@ def loaded_model(ctx, obs):
 
 
 def model_for(ctx) -> ModelRequest:
-    """The one model of this command (cached in ``ctx.options``); see the module docstring."""
-    cached = ctx.options.get(CACHE_KEY)
-    if cached is None:
-        cached = ctx.options[CACHE_KEY] = _decide(ctx)
-    return cached
+    """The one model of this command (kept in ``ctx.model_request``); see the module docstring."""
+    if ctx.model_request is None:
+        ctx.model_request = _decide(ctx)
+    return ctx.model_request
 
 
 def _decide(ctx) -> ModelRequest:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .logs_stats import Blocks, median, robust_sigma
+from .stats import Blocks, median, robust_sigma
 
 DRIFT_REL = 0.10          # divergence: smoothed loss ends >= 10 % above its minimum ...
 DRIFT_Z = 4.0             # ... and >= 4 sigma (block-level noise) above it ...

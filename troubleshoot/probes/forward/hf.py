@@ -4,14 +4,14 @@ The folder is loaded through the Auto classes from local files only (``local_fil
 ``trust_remote_code=False``), so nothing is downloaded and no code from the folder runs:
 AutoModelForCausalLM, else AutoModelForMaskedLM (BERT-style), else AutoModel. Weights are read by
 transformers (safetensors, or weights-only torch pickles). The ``config_*`` readers are shared
-with ``model_factory``, whose models may carry an HF-style ``config`` too.
+with ``factory``, whose models may carry an HF-style ``config`` too.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
-from .model_caps import caps_skip, seeded
-from .model_loaded import LoadedModel, accepts, one_line, param_dtype
+from .caps import caps_skip, seeded
+from .loaded import LoadedModel, accepts, one_line, param_dtype
 
 
 def build_from_checkpoint(folder: Path, device, force: bool = False):

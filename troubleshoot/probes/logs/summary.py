@@ -1,11 +1,11 @@
 """One streaming pass over a training log: every record fed once to the detectors, into a Summary.
 
 ``analyse(path)`` reads the log through ``loaders.logs.iter_records`` and keeps O(1) memory: the
-detectors' fixed windows (``logs_detectors``, ``logs_trackers``), the block summaries
-(``logs_stats.Blocks``) and capped lists of saves, evaluations and errors. Quirks of real logs are
+detectors' fixed windows (``detectors``, ``trackers``), the block summaries
+(``stats.Blocks``) and capped lists of saves, evaluations and errors. Quirks of real logs are
 handled here, once: several ranks printing the same line, restarts, gaps, skipped steps that
 repeat the previous grad norm, ``grad norm: 0.000`` meaning "not measured". What the Summary
-means is read by ``logs_reading``.
+means is read by ``reading``.
 """
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from math import inf as INF, isfinite
 from pathlib import Path
 
-from ..errors import ArtifactError
-from ..loaders.logs import Record, detect_format, iter_records
-from .logs_detectors import SpikeDetector
-from .logs_stats import Blocks
-from .logs_trackers import LossScaleTracker, LRTracker
+from ...errors import ArtifactError
+from ...loaders.logs import Record, detect_format, iter_records
+from .detectors import SpikeDetector
+from .stats import Blocks
+from .trackers import LossScaleTracker, LRTracker
 
 GAP_FACTOR = 5            # an iteration jump > 5 logging intervals is a gap in the log
 MAX_SAVES, MAX_VALS, MAX_ERRORS = 100_000, 10_000, 20

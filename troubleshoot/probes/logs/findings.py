@@ -1,20 +1,20 @@
 """The findings of the log probe: one Reading becomes lines a person reads (``where  id  message``).
 
-Split from ``probes/logs.py`` (which runs the probe and publishes the facts). Messages say what
-happened, at which iteration, and how it ended (recovered by N, settled at X, still open at the
-end of the log); severities follow docs/log-analysis.md ("Severity"). Warning-level spikes and
-explosions beyond ``MAX_LISTED`` and single-batch blips are counted in one info finding each.
+Messages say what happened, at which iteration, and how it ended (recovered by N, settled at X,
+still open at the end of the log); severities follow docs/log-analysis.md ("Severity"). Warning-
+level spikes and explosions beyond ``MAX_LISTED`` and single-batch blips are counted in one info
+finding each.
 """
 from __future__ import annotations
 
-from ..loaders.logs import DETAILS
-from ..observations import Observations
-from . import logs_trends as trends
-from .logs_detectors import SETTLE_RECORDS, Event
-from .logs_reading import (BLIP_RECORDS, Reading, is_blip, loss_event_near, loss_scale_severity, near_warmup,
+from ...loaders.logs import formats
+from ...observations import Observations
+from . import trends
+from .detectors import SETTLE_RECORDS, Event
+from .reading import (BLIP_RECORDS, Reading, is_blip, loss_event_near, loss_scale_severity, near_warmup,
                            skip_stats, warmup_end)
-from .logs_summary import Summary
-from .logs_trackers import LS_MIN_SCALE
+from .summary import Summary
+from .trackers import LS_MIN_SCALE
 
 MAX_LISTED = 10           # warning-level spikes / explosions listed one by one (errors: all)
 ERROR_IDS = {"oom": "logs.oom", "exception": "logs.exception", "cancelled": "logs.job_end"}
@@ -67,7 +67,7 @@ def _summary_findings(s: Summary, obs: Observations) -> None:
     every = f", logged every {s.interval}" if s.interval else ""
     loss = f"; loss {_g(s.first_loss)} -> {_g(s.last_loss)} (min {_g(s.min_loss)})" \
         if s.first_loss is not None else ""
-    obs.find("logs.summary", "info", f"parsed {s.records} training records ({DETAILS[s.fmt]}), "
+    obs.find("logs.summary", "info", f"parsed {s.records} training records ({formats.get(s.fmt).detail}), "
              f"{span}{every}{loss}", s.path,
              {"format": s.fmt, "records": s.records, "first": s.first_it, "last": s.last_it})
     if s.truncated:

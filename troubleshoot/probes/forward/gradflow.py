@@ -30,12 +30,20 @@ from __future__ import annotations
 import math
 from contextlib import contextmanager
 
-from ..errors import LlmfixError
-from ..loaders.model import LoadedModel, batch_for, loaded_model
-from ..observations import Observations
+from ...errors import LlmfixError
+from .model import LoadedModel, batch_for, loaded_model
+from ...observations import Observations
 from . import nonfinite as nf
 
 SOURCE = "probe:gradflow"
+# Every fact this family can publish (kb lint checks them against the rules' facts).
+PUBLISHES = (
+    "forward.loss_finite", "forward.loss_finite_fp32", "forward.fp16_overflow_risk",
+    "forward.initial_loss_gap", "forward.first_nonfinite_module", "forward.activation_absmax",
+    "grads.nonfinite", "grads.none_params", "grads.zero_params", "grads.trainable_fraction",
+    "grads.global_norm", "grads.first_last_ratio", "grads.dead_layers", "weights.nonfinite",
+    "weights.nonfinite_tensors",
+)
 DEAD_REL = 1e-8          # a layer whose grad norm is below this share of the largest is dead
 GRAD_RATIO_WARN = 10.0   # heuristic: first/last layer grad-norm ratio beyond 10x (or below 1/10)
 INIT_LOSS_GAP = 1.0      # KNOWLEDGE section 0: |L0 - ln V| > 1 nat at init => logit scale / init bug

@@ -1,7 +1,6 @@
-"""Label, EOS and repetition checks of the data-batch probe (``probes/batch.py`` runs them).
+"""Label, EOS, token-range and repetition checks of the data-batch probe (``batch.py`` runs them).
 
-Split from batch.py to keep modules short; also the helpers every data check shares:
-``publish`` (facts of several batches combine: any fault wins, numbers take the max), ``first``
+Also the helpers every data check shares: ``publish`` (facts of several batches combine: any fault wins, numbers take the max), ``first``
 (the first offending row/position) and ``DEFAULTS`` (the token-check thresholds).
 
 Sample findings::
@@ -16,12 +15,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..loaders.batch import Batch
-from ..loaders.tokenizer import Specials
-from ..observations import Observations
+from ...loaders.batch import Batch
+from ...loaders.tokenizer import Specials, eos_not_stopped
+from ...observations import Observations
 
 SOURCE = "probe:batch"
-# Thresholds (heuristic, documented in docs/probes-data.md; override through ctx.options).
+# Thresholds (heuristic, documented in docs/probes-data.md).
 DEFAULTS = {
     "inverted_vote": 0.5,        # share of padded rows whose mask is 1 on a constant pad run
     "double_shift_min": 0.9,     # share of supervised labels equal to the NEXT input id
@@ -194,7 +193,7 @@ def double_bos(b: Batch, ids, keep, spec: Specials, obs: Observations, origin: s
     publish(obs, "data.tokens.double_bos", bool(bad.any()))
 
 
-def repeats_in_rows(b: Batch, ids, keep, obs: Observations, options: dict, periodic_runs) -> None:
+def repeats_in_rows(b: Batch, ids, keep, obs: Observations, options: dict) -> None:
     """OLMo's repeated-sequence filter on token ids: period <= 13 repeated >= 32 times."""
     import torch
 
@@ -220,20 +219,21 @@ def repeats_in_rows(b: Batch, ids, keep, obs: Observations, options: dict, perio
 
 
 def eos_mismatch(spec: Specials, obs: Observations, where: str) -> None:
-    """Every EOS id named anywhere must stop generation (generation_config, else config.json)."""
-    if len(spec.eos) < 2:
+    """The EOS id the batch itself names (its ``eos_token_id`` key) must be one generation stops on.
+
+    Disagreements among the checkpoint's own files are the config probe's (``config.eos_mismatch``):
+    each mismatch is reported once, by the family that owns its files."""
+    if "batch" not in spec.eos or len(spec.eos) < 2:
         return
-    union = spec.eos_ids
-    stops = spec.eos.get("generation_config.json") or spec.eos.get("config.json")
-    missing = sorted(union - set(stops)) if stops else []
-    differ = missing or (stops is None and len({tuple(sorted(v)) for v in spec.eos.values()}) > 1)
+    missing, stops = eos_not_stopped(spec.eos)
+    differ = sorted(set(missing) & set(spec.eos["batch"]))
     if differ:
         listing = "; ".join(f"{src} {v[0] if len(v) == 1 else v}" for src, v in spec.eos.items())
-        stop_text = f"generation stops only on {sorted(stops)}" if stops else "no config names the EOS to stop on"
+        stop_text = f"generation stops only on {stops}" if stops else "no config names the EOS to stop on"
         obs.find("data.eos.id_mismatch", "warning",
-                 f"EOS ids disagree: {listing}; {stop_text}, so a model trained to end samples with "
-                 f"{missing or sorted(union)} may never stop. List every end token in generation_config.json "
-                 f"eos_token_id, e.g. {sorted(union)}", where, {k: list(v) for k, v in spec.eos.items()})
+                 f"the batch's EOS id {differ} is not one generation stops on: {listing}; {stop_text}, so a model "
+                 f"trained to end samples with it may never stop. List every end token in generation_config.json "
+                 f"eos_token_id, e.g. {sorted(spec.eos_ids)}", where, {k: list(v) for k, v in spec.eos.items()})
     publish(obs, "data.eos.id_mismatch", bool(differ), where)
 
 
@@ -244,3 +244,64 @@ def mode(values) -> int | None:
         return None
     uniq, counts = torch.unique(values, return_counts=True)
     return int(uniq[counts.argmax()])
+
+
+def range_check(b: Batch, ids, valid, spec: Specials, obs: Observations, origin: str = "") -> None:
+    """Token ids (and labels) must lie in [0, vocab); -100 is the only legal negative label."""
+    labels = b.seqs.get("labels")
+    vocab = spec.vocab
+    bad_ids = valid & ((ids < 0) | (ids >= vocab) if vocab else (ids < 0))
+    bad_labels = lab = None
+    if labels is not None and not labels.is_floating_point():
+        lab = valid & (labels != IGNORE)
+        bad_labels = lab & ((labels < 0) | (labels >= vocab) if vocab else (labels < 0))
+    found = []
+    for name, bad, values, scope in ((b.id_key, bad_ids, ids, valid), ("labels", bad_labels, labels, lab)):
+        if bad is None or not bad.any():
+            continue
+        r, t = first(bad)
+        v = int(values[r, t])
+        limit = f"[0, {vocab}) ({vocab} = {spec.vocab_source})" if vocab else "[0, vocab)"
+        extra = (" CrossEntropyLoss ignores only -100 (ignore_index); other negative labels fail."
+                 if name == "labels" and v < 0 else "")
+        found.append(name)
+        obs.find("data.tokens.out_of_range", "error",
+                 f"{origin}{int(bad.sum())} {name} values outside {limit}, e.g. {b.loc(r, t)}: {name} = {v} "
+                 f"(min {int(values[scope].min())}, max {int(values[scope].max())}).{extra} On GPU this is a "
+                 "device-side assert (srcIndex < srcSelectDimSize), on CPU an IndexError, NaN or garbage "
+                 "in other kernels", b.where(r, t), {"tensor": name, "count": int(bad.sum()), "first": [r, t]})
+    if found:
+        publish(obs, "data.tokens.out_of_range", True, str(b.path))
+    elif vocab:
+        publish(obs, "data.tokens.out_of_range", False, f"all ids < {vocab} ({spec.vocab_source})")
+    else:
+        obs.find("data.tokens.range_unchecked", "info",
+                 f"{origin}token ids checked only for < 0 (max id {int(ids[valid].max()) if valid.any() else '-'}): "
+                 "no vocabulary size known; give the checkpoint folder beside the batch", str(b.path))
+
+
+def periodic_runs(seq, max_period: int = 13, min_repeats: int = 32) -> list[tuple[int, int, int]]:
+    """(start, period, length) of every stretch of ``seq`` (1-D long tensor) that repeats a pattern
+    of ``period`` <= max_period at least ``min_repeats`` times; smallest period first per stretch.
+
+    Separators between samples must be unique values so that no run crosses them.
+    """
+    import torch
+
+    hits: list[tuple[int, int, int]] = []
+    covered: list[tuple[int, int]] = []
+    for p in range(1, max_period + 1):
+        if seq.numel() < p * min_repeats:
+            break
+        eq = seq[p:] == seq[:-p]
+        c = eq.long().cumsum(0)
+        run = c - torch.where(eq, torch.zeros_like(c), c).cummax(0).values
+        end = run > 0
+        end[:-1] &= run[1:] == 0
+        need = (min_repeats - 1) * p
+        for i in (end & (run >= need)).nonzero().flatten().tolist():
+            start, length = i - int(run[i]) + 1, int(run[i]) + p
+            if not any(s <= start < e for s, e in covered):
+                hits.append((start, p, length))
+                covered.append((start, start + length))
+    return sorted(hits)

@@ -1,8 +1,8 @@
 """Text logs: reading lines in bounded memory, and the one classifier that turns them into Records.
 
-Split from ``loaders/logs.py`` (which owns detection and the reading API). Megatron, DeepSpeed,
-nanoGPT and HF-stdout lines all go through ``text_records``, so mixed logs (Megatron-DeepSpeed
-prints both families' lines) read in one pass. The line patterns are shared with the sniffer.
+Megatron, DeepSpeed, nanoGPT and HF-stdout lines all go through ``text_records``, so mixed logs
+(Megatron-DeepSpeed prints both families' lines) read in one pass. The line patterns are shared
+with the sniffers of ``formats``.
 
 Text is read in ``CHUNK`` bytes; a line longer than ``MAX_LINE`` is cut and the rest of it skipped,
 whatever its size; bytes that are not UTF-8 are replaced.
@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Callable, Iterator
 
-from .logs_record import Record, record_from_dict, to_float, to_int
+from .record import Record, record_from_dict, to_float, to_int
 
 CHUNK = 1 << 20            # bytes read at a time
 MAX_LINE = 1 << 16         # characters of one line that are parsed; the rest is skipped
@@ -21,6 +21,11 @@ MAX_LINE = 1 << 16         # characters of one line that are parsed; the rest is
 
 # ---------------------------------------------------------------------------------------------
 # reading text in bounded chunks
+
+def encoding_of(head: bytes) -> str:
+    """UTF-16 when the file starts with its byte-order mark, else UTF-8."""
+    return "utf-16" if head[:2] in (b"\xff\xfe", b"\xfe\xff") else "utf-8"
+
 
 def iter_lines(path: Path, encoding: str = "utf-8", max_bytes: int | None = None) -> Iterator[tuple[int, str]]:
     """Yield (line number, text) with bounded memory: at most CHUNK + MAX_LINE bytes are held.

@@ -1,6 +1,6 @@
 """From a log's Summary to a Reading: the instabilities, the one that matters, where to roll back.
 
-The log probe (``probes/logs.py``) turns a Reading into findings (``logs_findings``), facts and
+The log probe (``probes/logs/__init__.py``) turns a Reading into findings (``findings``), facts and
 the timeline (``report/timeline.py``). The instability that matters is the first error-level one
 (else the largest recovered spike) of the latest attempt in the log; its *onset* is the earliest
 sign, moved before the visible spike by a grad-norm explosion that began first or an early
@@ -12,15 +12,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import logs_trends as trends
-from .logs_detectors import LOOKBACK, Event
-from .logs_summary import GAP_FACTOR, Summary
-from .logs_trackers import LS_COLLAPSE_FACTOR, LS_MIN_SCALE
+from ...loaders.logs import formats
+from . import trends
+from .detectors import LOOKBACK, Event
+from .summary import GAP_FACTOR, Summary
+from .trackers import LS_COLLAPSE_FACTOR, LS_MIN_SCALE
 
 SKIP_MIN_SPAN = 200       # a data-skip window covers at least this many iterations (GLM-130B: 200)
 AFTER_WARMUP_FACTOR = 2.0  # "near the end of warmup": onset within 2x the warmup length after it
 BEFORE_WARMUP_FRACTION = 0.25  # ... or in the last quarter of the warmup itself
-PER_BATCH_FORMATS = ("nanogpt",)  # formats whose logged loss is one batch, whatever the interval
 BLIP_RECORDS = 3          # single-batch values back at their level within 3 records: a blip
 EARLY_LS_FACTOR = 4.0     # early warning: loss scale >= 4x below its reference when the loss
 EARLY_MIN_RECORDS = 5     # spike begins, and falling since >= 5 logged records before it
@@ -35,7 +35,7 @@ def is_blip(s: Summary, ev: Event) -> bool:
     if not (ev.recovered and ev.records <= BLIP_RECORDS):  # counts the record back at level
         return False
     if ev.kind != "explosion":
-        return s.interval == 1 or s.fmt in PER_BATCH_FORMATS
+        return s.interval == 1 or formats.get(s.fmt).per_batch
     return loss_event_near(s, ev) is None  # a grad-norm blip beside a loss spike is part of it
 
 

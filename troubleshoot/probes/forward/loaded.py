@@ -3,7 +3,7 @@
 ``LoadedModel`` hides where a model came from (an HF folder or the user's ``--model-factory``):
 the probes call it with input ids and an optional mask, get logits back, and take a loss from it,
 whatever keywords the model's ``forward`` takes and whatever it returns. Building one lives in
-``model_hf`` and ``model_factory``.
+``hf`` and ``factory``.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import LlmfixError
+from ...errors import LlmfixError
 
 
 @dataclass

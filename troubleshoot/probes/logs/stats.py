@@ -5,7 +5,7 @@ sigma = 1.0484 * median(|x[i] - x[i-1]|) estimates the noise of x without being 
 trend (a falling loss curve), unlike a plain standard deviation.
 
 ``Blocks`` is what survives of a log of any length: at most ``MAX_BLOCKS`` summaries (pairs merge
-when the cap is hit), read by the slow-trend checks (``logs_trends``), the terminal timeline and
+when the cap is hit), read by the slow-trend checks (``trends``), the terminal timeline and
 the plot. Thresholds are explained in docs/log-analysis.md.
 """
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """JSON records as data batches: .jsonl streamed line by line, .json parsed whole (capped).
 
-Split from ``loaders/batch.py`` (which owns ``sniff`` / ``read`` and the ``Batch`` type). Records
-with token ids become padded rows with their line numbers; records with ``text``, ``messages`` /
+Records with token ids become padded rows with their line numbers; records with ``text``, ``messages`` /
 ``conversations``, ``prompt`` (+ ``completion`` / ``response``) or ``instruction`` (+ ``output``)
 become ``TextRecord``s whose ``target`` is the supervised part, e.g.::
 
@@ -13,9 +12,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..errors import ArtifactError
-from .batch import (ID_KEYS, MAX_JSON_BYTES, MAX_ROWS, MAX_TEXT_CHARS, MAX_TEXT_RECORDS, META_KEYS,
-                    SEQ_KEYS, SNIFF_LINES, TEXT_KEYS, Batch, TextRecord, as_rows, pad_into, scalar)
+from ...errors import ArtifactError
+from .rows import (ID_KEYS, MAX_JSON_BYTES, MAX_ROWS, MAX_TEXT_CHARS, MAX_TEXT_RECORDS, META_KEYS, SEQ_KEYS,
+                   SNIFF_LINES, TEXT_KEYS, Batch, TextRecord, as_rows, pad_into, scalar)
 
 
 def head_records(path: Path) -> list[dict]:

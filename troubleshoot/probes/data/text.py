@@ -32,11 +32,10 @@ import unicodedata
 from collections import Counter
 from pathlib import Path
 
-from ..loaders.batch import Batch
-from ..loaders.tokenizer import Specials, load_tokenizer
-from ..observations import Observations
-from .batch import range_check
-from .batch_labels import DEFAULTS as TOKEN_DEFAULTS, double_bos, eos_checks, publish
+from ...loaders.batch import Batch
+from ...loaders.tokenizer import Specials, load_tokenizer
+from ...observations import Observations
+from .labels import DEFAULTS as TOKEN_DEFAULTS, double_bos, eos_checks, periodic_runs, publish, range_check
 
 # Thresholds (heuristic, see docs/probes-data.md): warn above the first, error above "pervasive".
 ESCAPE_WARN, ESCAPE_ERROR = 0.01, 0.20
@@ -180,33 +179,6 @@ def _word_repeats(b: Batch, obs: Observations) -> None:
                  f"{period}, {length // period} repeats; OLMo masks such samples out of the loss, trained on "
                  "they teach the model to loop", f"{b.path}: line {t.line}", {"rows": len(rows)})
     publish(obs, "data.repeats.rate", round(len(rows) / max(1, checked), 4))
-
-
-def periodic_runs(seq, max_period: int = 13, min_repeats: int = 32) -> list[tuple[int, int, int]]:
-    """(start, period, length) of every stretch of ``seq`` (1-D long tensor) that repeats a pattern
-    of ``period`` <= max_period at least ``min_repeats`` times; smallest period first per stretch.
-
-    Separators between samples must be unique values so that no run crosses them.
-    """
-    import torch
-
-    hits: list[tuple[int, int, int]] = []
-    covered: list[tuple[int, int]] = []
-    for p in range(1, max_period + 1):
-        if seq.numel() < p * min_repeats:
-            break
-        eq = seq[p:] == seq[:-p]
-        c = eq.long().cumsum(0)
-        run = c - torch.where(eq, torch.zeros_like(c), c).cummax(0).values
-        end = run > 0
-        end[:-1] &= run[1:] == 0
-        need = (min_repeats - 1) * p
-        for i in (end & (run >= need)).nonzero().flatten().tolist():
-            start, length = i - int(run[i]) + 1, int(run[i]) + p
-            if not any(s <= start < e for s, e in covered):
-                hits.append((start, p, length))
-                covered.append((start, start + length))
-    return sorted(hits)
 
 
 def tokenised(b: Batch, spec: Specials, obs: Observations, folder: Path) -> None:

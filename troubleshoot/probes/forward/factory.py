@@ -17,10 +17,10 @@ import os
 import sys
 from pathlib import Path
 
-from ..errors import LlmfixError
-from .model_caps import caps_skip, seeded
-from .model_hf import config_causal, config_max_positions, config_pad_id
-from .model_loaded import LoadedModel, accepts, one_line, param_dtype
+from ...errors import LlmfixError
+from .caps import caps_skip, seeded
+from .hf import config_causal, config_max_positions, config_pad_id
+from .loaded import LoadedModel, accepts, one_line, param_dtype
 
 
 def build_from_factory(spec: str, device, force: bool = False):
