@@ -75,7 +75,7 @@ def test_pad_is_eos(tmp_path):
     folder = F.save_hf(F.gpt2(pad_token_id=F.EOS), tmp_path / "m", tok=F.tokenizer(pad="</s>"))
     obs = probe(folder)
     f = found(obs, "config.pad_is_eos")[0]
-    assert f.severity == "warning" and f.value == F.EOS
+    assert f.severity == "info" and f.value == F.EOS  # released models ship so; the batch probe judges the collator
     assert obs.facts["model.pad_is_eos"].value is True
 
 
@@ -125,7 +125,8 @@ def test_large_wide_model(tmp_path):
                        initializer_range=0.02, torch_dtype="float16")
     assert found(obs, "config.hidden_depth_ratio")[0].value == 512.0
     f = found(obs, "config.initializer_range")[0]
-    assert f.severity == "warning" and f.value["formula"] == pytest.approx(math.sqrt(2 / (5 * 16384)), rel=1e-4)
+    assert f.severity == "info" and "training from scratch" in f.message  # an HF config's value seeds new modules only
+    assert f.value["formula"] == pytest.approx(math.sqrt(2 / (5 * 16384)), rel=1e-4)
     assert obs.facts["model.dtype"].value == "fp16" and found(obs, "config.fp16")
     assert obs.facts["model.params_estimate"].value > 100e9
 

@@ -174,6 +174,10 @@ def audit(ckpt: Checkpoint, stats: list[Stat], obs: Observations) -> None:
         obs.find("weights.no_embed_norm", "info", "no LayerNorm after the token embedding (BLOOM added one, "
                  "--embed-layernorm, against spikes it could not recover from; only possible from step 0)",
                  ckpt.rel(ckpt.weight_files[0]), False)
+    hidden_std = [s.std for s in good if s.role == "hidden" and s.std > 0]
+    if hidden_std:  # any checkpoint: a randn-scale std is wrong whether or not the weights were trained
+        obs.fact("weights.hidden_std", round(statistics.median(hidden_std), 6), SOURCE,
+                 f"median std of {len(hidden_std)} hidden matrices")
     early, why = _early(ckpt, norms)
     obs.fact("weights.early_checkpoint", early, SOURCE, why)
     _gains(norms, early, obs)
