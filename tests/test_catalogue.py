@@ -39,3 +39,16 @@ def test_every_seed_is_cited_by_its_public_origin(seed):
     texts = [p.read_text(encoding="utf-8") for p in [*root.glob("rules/*.yaml"), *root.glob("kb/*.md")]]
     assert any(cites(seed, t) for t in texts), f"the public origin of {seed} is cited nowhere in rules/ or kb/"
     assert not any(seed in t for t in texts), f"{seed} (a file users cannot open) is cited in rules/ or kb/"
+
+
+def test_articles_link_their_github_and_arxiv_references():
+    """Issues, pull requests and papers in articles are links a reader can follow, not plain text."""
+    import re
+
+    plain = []
+    for path in (knowledge_root() / "kb").glob("*.md"):
+        text = re.sub(r"\[[^\]]*\]\([^)]*\)", "", path.read_text(encoding="utf-8"))  # drop the links
+        text = re.sub(r"```.*?```", "", text, flags=re.S)
+        plain += [f"{path.name}: {m.group(0)}" for m in
+                  re.finditer(r"\b[A-Za-z0-9][\w.-]*/[\w.-]+(#\d+| PR #\d+)|\barXiv:\d{4}\.\d{4,5}", text)]
+    assert not plain, plain
