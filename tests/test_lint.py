@@ -30,7 +30,7 @@ BROKEN = [
     ("typo in a field", "    evidence:\n      - when: data.mask.binary", "    evidnce:\n      - when: data.mask.binary",
      "rules/nan-loss.yaml:24: causes[0].evidnce: unknown field 'evidnce'"),
     ("prior out of range", "prior: 0.1", "prior: 1.5", "causes[0].prior: expected a number between 0 and 1"),
-    ("negative likelihood ratio", "lr: 30", "lr: -3", "causes[0].evidence[0].lr: expected a likelihood ratio > 0"),
+    ("negative likelihood ratio", "lr: 30", "lr: -3", "causes[0].evidence[0].lr: expected a likelihood ratio between 1e-6 and 1e6"),
     ("unknown fact", "when: data.mask.binary == false", "when: data.mask.binry == false",
      "nan-loss.invalid-mask.evidence[0].when: unknown fact 'data.mask.binry'"),
     ("unsafe expression", "when: nanloss.early", "when: __import__('os').getcwd()", "is not allowed"),

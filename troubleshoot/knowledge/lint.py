@@ -13,7 +13,6 @@ import re
 from pathlib import Path
 
 from .. import contracts
-from .expr import Expr, split_template
 from .read import knowledge_root, load_with_problems
 from .model import KnowledgeBase
 from .schema import Problem
@@ -22,29 +21,10 @@ from .schema import Problem
 def lint(root: Path | None = None) -> list[Problem]:
     root = root or knowledge_root()
     kb, problems = load_with_problems(root)
-    for check in (_facts_known, _references, _reachable_checks, _after_cycles, _articles, _contracts,
+    for check in (_references, _reachable_checks, _after_cycles, _articles, _contracts,
                   _prior_floor, _double_counting, _public_sources, _public_articles):
         problems.extend(check(kb))
     return problems
-
-
-def _facts_known(kb: KnowledgeBase) -> list[Problem]:
-    out = []
-    for s in kb.symptoms.values():
-        for i, check in enumerate(s.checks):
-            for name in filter(None, (check.fact, check.after)):
-                if name not in kb.facts:
-                    out.append(Problem(s.file, check.line, f"checks[{i}]", f"unknown fact '{name}' (register it in rules/_facts/ or facts:)"))
-        for cause in s.causes:
-            for j, ev in enumerate(cause.evidence):
-                for name in sorted(ev.when.facts - kb.facts.keys()):
-                    out.append(Problem(s.file, ev.line, f"{cause.id}.evidence[{j}].when", f"unknown fact '{name}'"))
-    for fix in kb.fixes.values():
-        for j, step in enumerate(fix.steps):
-            for _, source, _ in split_template(step):
-                for name in sorted(Expr(source).facts - kb.facts.keys()) if source else ():
-                    out.append(Problem(kb.symptoms[fix.symptom].file, fix.line, f"{fix.id}.steps[{j}]", f"unknown fact '{name}'"))
-    return out
 
 
 def _references(kb: KnowledgeBase) -> list[Problem]:
