@@ -132,8 +132,10 @@ def test_large_wide_model(tmp_path):
 
 
 def test_post_ln_and_unscaled_attention(tmp_path):
-    obs = _config_only(tmp_path / "a", model_type="bert", hidden_size=1024, num_hidden_layers=24)
+    obs = _config_only(tmp_path / "a", model_type="bert", hidden_size=1024, num_hidden_layers=48)
     assert obs.facts["model.norm_position"].value == "post" and found(obs, "config.post_ln")
+    bert_large = _config_only(tmp_path / "a24", model_type="bert", hidden_size=1024, num_hidden_layers=24)
+    assert not found(bert_large, "config.post_ln")  # BERT-Large itself trained fine post-LN
     obs = _config_only(tmp_path / "b", model_type="opt", hidden_size=64, num_hidden_layers=2, do_layer_norm_before=False)
     assert obs.facts["model.norm_position"].value == "post"
     obs = _config_only(tmp_path / "c", model_type="gpt2", n_embd=64, n_layer=2, scale_attn_weights=False,

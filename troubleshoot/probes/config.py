@@ -59,6 +59,8 @@ RATIO_MAX, RATIO_MIN_PARAMS = 300, 10e9
 # value only seeds newly added modules, so it gets a warning only in Megatron training arguments
 # or when it is absurd for any width (0.5 and up, as in rules/bad-init.yaml; EasyLM once shipped 1.0).
 INIT_WARN, INIT_ABSURD = 3.0, 0.5
+# BERT-Large (24 layers, post-LN) trained fine; Megatron-LM (arXiv:1909.08053) needed pre-LN beyond it.
+POST_LN_MAX_LAYERS = 24
 
 
 def run(ctx: ProbeContext) -> Observations:
@@ -172,9 +174,10 @@ def _norm_and_attention(cfg: dict, where: str, obs: Observations) -> None:
     if norm:
         obs.fact("model.norm_position", norm, SOURCE, where)
         n_layers = pick(cfg, "num_layers") or 0
-        if norm == "post" and n_layers >= 24:
-            obs.find("config.post_ln", "warning", f"post-LN with {n_layers} layers: deep post-LN stacks are unstable "
-                     "without warmup tricks; Megatron moved BERT-style models to pre-LN to scale them", where, norm)
+        if norm == "post" and n_layers > POST_LN_MAX_LAYERS:
+            obs.find("config.post_ln", "warning", f"post-LN with {n_layers} layers: beyond BERT-Large's "
+                     f"{POST_LN_MAX_LAYERS}, post-LN stacks are unstable without warmup tricks; Megatron moved "
+                     "BERT-style models to pre-LN to scale them", where, norm)
     options = {k: cfg[k] for k in ATTN_OPTIONS if k in cfg and cfg[k] is not None}
     if options:
         obs.find("config.attention_options", "info", "attention scaling options: " + ", ".join(
