@@ -7,16 +7,16 @@ shape from the safetensors header. Publishes the
 
 Sample output and how to read it::
 
-    config.json                     config.initializer_range  warning  initializer_range 0.02 is 3.4x sqrt(2/(5*11600)) = 0.00587 (BLOOM's formula); ...
+    model_optim_rng.pt:args         config.initializer_range  warning  initializer_range 0.02 is 3.4x sqrt(2/(5*11600)) = 0.00587 (BLOOM's formula); ...
     generation_config.json          config.eos_mismatch       error    eos_token_id disagrees: config.json=[2], generation_config.json=[32000], tokenizer_config.json=[2] ('</s>')
-    tokenizer_config.json           config.pad_is_eos         warning  pad token is the EOS token (id 2): collators that mask pad labels also mask every EOS ...
+    tokenizer_config.json           config.pad_is_eos         info     pad token is the EOS token (id 2): harmless in itself, but a collator that masks pad labels ...
     model.safetensors:wte.weight    config.vocab_mismatch     error    tokenizer has 50304 ids but the embedding has 50257 rows: ids >= 50257 index out of range
     latest                          checkpoint.latest_missing error    latest points to 'global_step7000', but no such iteration folder exists
 
 The first column is the file (and tensor) the finding is about. ``eos_mismatch`` lists every
 source with its ids: a generation stack stops only on the ids of the file it reads. Ratios
-against BLOOM's formula are advice for large pre-training runs; small models train fine with
-the 0.02 default, so only a ratio of 3 or more is a warning.
+against BLOOM's formula are advice for pre-training from scratch: a ratio of 3 or more is a
+warning in Megatron training arguments and a note in an HF config (docs/calibration.md).
 """
 from __future__ import annotations
 
@@ -58,10 +58,17 @@ ATTN_OPTIONS = ("scale_attn_weights", "scale_attn_by_inverse_layer_idx", "reorde
                 "final_logit_softcapping", "query_pre_attn_scalar", "attention_multiplier", "qk_layernorm",
                 "use_qk_norm", "attention_layer_norm", "clip_qkv", "softmax_scale")
 EMBED_NAMES = re.compile(r"(^|\.)(wte|embed_tokens|word_embeddings|tok_embeddings|embed_in)\.weight$")
-# BLOOM chronicles (seed 002): hidden/depth grows from 150 to 200 with model size (Megatron paper),
-# said of models of tens of billions of parameters; smaller models are not judged.
-RATIO_BAND, RATIO_MIN_PARAMS = (150, 200), 10e9
-INIT_WARN, INIT_INFO = 3.0, 1.5  # initializer_range / sqrt(2/(5*hidden))
+# Hidden/depth: BLOOM's failing 104B first launch had 11600/32 = 362; the models that trained fine
+# span 102 (Llama-2-70B, Qwen2.5-72B) to 205 (BLOOM-176B), so only a ratio above 300 is flagged
+# (docs/calibration.md; the same 300 as rules/bad-init.yaml).
+RATIO_MAX, RATIO_MIN_PARAMS = 300, 10e9
+# initializer_range / sqrt(2/(5*hidden)): OLMo 2 trained fine at 2.26 (0.02 at 5120), BLOOM's 104B
+# diverged at 3.4 (0.02 at 11600); the rules use the same 3 (docs/calibration.md). An HF config's
+# value only seeds newly added modules, so it gets a warning only in Megatron training arguments
+# or when it is absurd for any width (0.5 and up, as in rules/bad-init.yaml; EasyLM once shipped 1.0).
+INIT_WARN, INIT_ABSURD = 3.0, 0.5
+# BERT-Large (24 layers, post-LN) trained fine; Megatron-LM (arXiv:1909.08053) needed pre-LN beyond it.
+POST_LN_MAX_LAYERS = 24
 
 
 def run(ctx: ProbeContext) -> Observations:
@@ -109,7 +116,7 @@ def probe_config(ckpt: Checkpoint, obs: Observations) -> None:
         if isinstance(value, (int, float)):
             obs.fact(fact, value, SOURCE, where)
     _shape(cfg, h, n_layers, where, obs)
-    _init_range(cfg, h, where, obs)
+    _init_range(cfg, h, where, obs, ckpt.kind == "megatron-checkpoint")
     dtype = run_dtype(cfg, ckpt.extra)
     if dtype:
         obs.fact("model.dtype", dtype, SOURCE, where)
@@ -134,15 +141,14 @@ def _shape(cfg: dict, h: Any, n_layers: Any, where: str, obs: Observations) -> N
     params = 12 * n_layers * h * h + (pick(cfg, "vocab_size") or 0) * h
     obs.fact("model.hidden_depth_ratio", round(ratio, 2), SOURCE, where)
     obs.fact("model.params_estimate", float(params), SOURCE, "12*layers*hidden^2 + vocab*hidden")
-    lo, hi = RATIO_BAND
-    if params >= RATIO_MIN_PARAMS and not lo <= ratio <= hi:
+    if params >= RATIO_MIN_PARAMS and ratio > RATIO_MAX:
         obs.find("config.hidden_depth_ratio", "warning",
-                 f"hidden/depth = {h}/{n_layers} = {ratio:.0f}, outside the {lo}-{hi} band the Megatron paper used "
-                 f"at this size (~{params / 1e9:.0f}B parameters); BLOOM-104B moved to 11600/64 = 181", where,
-                 round(ratio, 2))
+                 f"hidden/depth = {h}/{n_layers} = {ratio:.0f}, above {RATIO_MAX}: open models of this size "
+                 f"(~{params / 1e9:.0f}B parameters) sit between 100 and 210; BLOOM's 104B moved from 11600/32 = 362 "
+                 "to 11600/64 = 181", where, round(ratio, 2))
 
 
-def _init_range(cfg: dict, h: Any, where: str, obs: Observations) -> None:
+def _init_range(cfg: dict, h: Any, where: str, obs: Observations, training_args: bool) -> None:
     init = pick(cfg, "initializer_range")
     if not isinstance(init, (int, float)):
         return
@@ -151,11 +157,12 @@ def _init_range(cfg: dict, h: Any, where: str, obs: Observations) -> None:
         return
     formula = math.sqrt(2 / (5 * h))
     ratio = init / formula
-    severity = "warning" if ratio >= INIT_WARN else "info" if ratio >= INIT_INFO else None
-    if severity:
-        obs.find("config.initializer_range", severity,
+    if ratio >= INIT_WARN:
+        scope = "" if training_args else "; it only matters when training from scratch (a pretrained model's " \
+            "config value seeds newly added modules only)"
+        obs.find("config.initializer_range", "warning" if training_args or init >= INIT_ABSURD else "info",
                  f"initializer_range {init:g} is {ratio:.1f}x sqrt(2/(5*{h})) = {formula:.5f} (BLOOM's formula; "
-                 f"Megatron-530B used sqrt(1/(3*{h})) = {math.sqrt(1 / (3 * h)):.5f})", where,
+                 f"Megatron-530B used sqrt(1/(3*{h})) = {math.sqrt(1 / (3 * h)):.5f}){scope}", where,
                  {"initializer_range": init, "formula": round(formula, 6), "ratio": round(ratio, 2)})
 
 
@@ -175,9 +182,10 @@ def _norm_and_attention(cfg: dict, where: str, obs: Observations) -> None:
     if norm:
         obs.fact("model.norm_position", norm, SOURCE, where)
         n_layers = pick(cfg, "num_layers") or 0
-        if norm == "post" and n_layers >= 24:
-            obs.find("config.post_ln", "warning", f"post-LN with {n_layers} layers: deep post-LN stacks are unstable "
-                     "without warmup tricks; Megatron moved BERT-style models to pre-LN to scale them", where, norm)
+        if norm == "post" and n_layers > POST_LN_MAX_LAYERS:
+            obs.find("config.post_ln", "warning", f"post-LN with {n_layers} layers: beyond BERT-Large's "
+                     f"{POST_LN_MAX_LAYERS}, post-LN stacks are unstable without warmup tricks; Megatron moved "
+                     "BERT-style models to pre-LN to scale them", where, norm)
     options = {k: cfg[k] for k in ATTN_OPTIONS if k in cfg and cfg[k] is not None}
     if options:
         obs.find("config.attention_options", "info", "attention scaling options: " + ", ".join(
@@ -234,8 +242,9 @@ def _special_tokens(ckpt: Checkpoint, tok_size: int | None, obs: Observations) -
         is_eos = bool(pad & eos)
         obs.fact("model.pad_is_eos", is_eos, SOURCE, ", ".join(sources["pad"]))
         if is_eos:
-            obs.find("config.pad_is_eos", "warning", f"pad token is the EOS token (id {sorted(pad & eos)[0]}): "
-                     "collators that set pad labels to -100 also mask every EOS, and the model never learns to stop",
+            obs.find("config.pad_is_eos", "info", f"pad token is the EOS token (id {sorted(pad & eos)[0]}): "
+                     "harmless in itself (many released models ship so), but a collator that sets pad labels to -100 "
+                     "also masks every EOS and the model never learns to stop; `llmfix probe batch.pt` checks that",
                      next(iter(sources["pad"])), sorted(pad & eos)[0])
 
 

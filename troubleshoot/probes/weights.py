@@ -37,7 +37,7 @@ SOURCE = "probe:weights"
 PUBLISHES = (
     "weights.nonfinite", "weights.nonfinite_tensors", "weights.fp16_overflow", "weights.max_abs",
     "weights.zero_tensors", "model.has_embed_layernorm", "weights.layernorm_gain_off",
-    "weights.init_std", "weights.init_std_ratio", "weights.early_checkpoint",
+    "weights.init_std", "weights.init_std_ratio", "weights.hidden_std", "weights.early_checkpoint",
     "weights.output_std_ratio", "weights.output_layers_scaled",
 )
 FP16_MAX = 65504.0
@@ -181,6 +181,10 @@ def audit(ckpt: Checkpoint, stats: list[Stat], obs: Observations) -> None:
         obs.find("weights.no_embed_norm", "info", "no LayerNorm after the token embedding (BLOOM added one, "
                  "--embed-layernorm, against spikes it could not recover from; only possible from step 0)",
                  ckpt.rel(ckpt.weight_files[0]), False)
+    hidden_std = [s.std for s in good if s.role == "hidden" and s.std > 0]
+    if hidden_std:  # any checkpoint: a randn-scale std is wrong whether or not the weights were trained
+        obs.fact("weights.hidden_std", round(statistics.median(hidden_std), 6), SOURCE,
+                 f"median std of {len(hidden_std)} hidden matrices")
     early, why = _early(ckpt, norms)
     obs.fact("weights.early_checkpoint", early, SOURCE, why)
     _gains(norms, early, obs)

@@ -8,7 +8,7 @@ Sample (``llmfix ask --no-input "loss went nan" --answer data.mask.binary=no``):
        why: prior 0.10 × 30 (data.mask.binary = False) → 0.77
        fix: Build the attention mask as 0/1 with 1 = keep
          - Convert with `attention_mask = (attention_mask > 0).long()`.
-         sources: 000_43af7a7a7fac43b8.txt
+         sources: https://github.com/Oneflow-Inc/libai/blob/main/docs/source/notes/FAQ.md
     ...
     More: llmfix kb show nan-loss.invalid-mask
 """
