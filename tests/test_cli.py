@@ -67,10 +67,14 @@ def test_bad_usage_is_one_line_and_exit_2(args, message):
     assert "Traceback" not in result.output
 
 
-def test_unmatched_query_says_so_and_lists_symptoms():
-    result = run("ask", "--no-input", "qwxz zzkv")
+@pytest.mark.parametrize("query", ["qwxz zzkv", "how do I bake bread", "what is the capital of France"])
+def test_off_topic_text_is_not_something_llmfix_covers(query):
+    result = run("ask", "--no-input", query)
     assert result.exit_code == 0
-    assert "No symptom matched" in result.output and "nan-loss" in result.output
+    assert "not something llmfix covers" in result.output and "llmfix kb list" in result.output
+    data = json.loads(run("ask", "--no-input", "--json", query).stdout)
+    jsonschema.validate(data, SCHEMA)
+    assert data["symptoms"] == [] and data["causes"] == []
 
 
 def test_kb_list_show_lint():

@@ -34,6 +34,13 @@ def _facts_known(kb: KnowledgeBase) -> list[Problem]:
             for j, ev in enumerate(cause.evidence):
                 for name in sorted(ev.when.facts - kb.facts.keys()):
                     out.append(Problem(s.file, ev.line, f"{cause.id}.evidence[{j}].when", f"unknown fact '{name}'"))
+        for key in ("observed_when", "contradicted_when"):
+            for expr in getattr(s, key):
+                for name in sorted(expr.facts - kb.facts.keys()):
+                    out.append(Problem(s.file, 0, key, f"unknown fact '{name}'"))
+    for spec in kb.facts.values():
+        for name in sorted(spec.defined_when.facts - kb.facts.keys()) if spec.defined_when else ():
+            out.append(Problem(spec.file, 0, f"{spec.name}.defined_when", f"unknown fact '{name}'"))
     for fix in kb.fixes.values():
         for j, step in enumerate(fix.steps):
             for _, source, _ in split_template(step):

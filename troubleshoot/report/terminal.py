@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import click
 
-from ..diagnosis import Diagnosis, RankedCause
+from ..diagnosis import Diagnosis, RankedCause, SymptomMatch
 
-STATUS_COLOUR = {"confirmed": "red", "likely": "yellow", "possible": "white", "ruled-out": "bright_black"}
+STATUS_COLOUR = {"confirmed": "red", "likely": "yellow", "possible": "white", "untested": "white",
+                 "ruled-out": "bright_black"}
 SEVERITY_COLOUR = {"error": "red", "warning": "yellow", "info": "bright_black"}
 
 
@@ -38,9 +39,11 @@ def render(diag: Diagnosis, top: int = 5, fixes_per_cause: int = 2) -> str:
     for block in diag.attachments.values():
         if isinstance(block, dict) and block.get("timeline"):
             lines += [f"  {row}" for row in block["timeline"]] + [""]
+    if diag.weak_match:
+        lines.append("The match is weak: your words fit no symptom well. Closest candidates "
+                     "(describe what you see in other words, e.g. the log line or error):")
     for s in diag.symptoms[:3]:
-        how = "match" if diag.query else "evidence"
-        lines.append(click.style(f"Symptom: {s.id}", bold=True) + f"  {s.title}  ({how} {s.score:.2f})")
+        lines.append(click.style(f"Symptom: {s.id}", bold=True) + f"  {s.title}  ({_basis(s)})")
     if diag.symptoms:
         lines.append("")
     shown = [c for c in diag.causes if c.status != "ruled-out"][:top]
@@ -65,10 +68,21 @@ def render(diag: Diagnosis, top: int = 5, fixes_per_cause: int = 2) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def _basis(s: SymptomMatch) -> str:
+    """Why the symptom is listed: 'match 0.83', 'seen in the artifacts', 'not observed ...'."""
+    if s.observed is False:
+        return f"match {s.match:.2f}; not observed: the artifacts contradict it, so its causes are left out"
+    parts = [f"match {s.match:.2f}" if s.match is not None else "",
+             "seen in the artifacts" if s.observed else "",
+             f"evidence {s.implied:.2f}" if s.implied is not None and not s.observed else ""]
+    return "; ".join(p for p in parts if p)
+
+
 def _cause(rank: int, cause: RankedCause, fixes_per_cause: int) -> list[str]:
     label = click.style(f"[{cause.status} {cause.score:.2f}]", fg=STATUS_COLOUR[cause.status])
+    why = cause.explain() + ("  (untested: no evidence yet)" if cause.status == "untested" else "")
     lines = [click.style(f"{rank}. {cause.id}", bold=True) + f"  {cause.title}  {label}",
-             f"   why: {cause.explain()}"]
+             f"   why: {why}"]
     said = set()
     for ev in cause.evidence:
         if ev.holds and ev.says and ev.condition not in said:
@@ -78,7 +92,8 @@ def _cause(rank: int, cause: RankedCause, fixes_per_cause: int) -> list[str]:
         lines.append(f"   fix: {fix.title}")
         lines += [f"     - {step}" for step in fix.steps]
         if fix.needs:
-            lines.append(f"     (answer {', '.join(fix.needs)} to compute the numbers above)")
+            fill = ", ".join(f"{fix.placeholders.get(f, f)}: --answer {f}=VALUE" for f in fix.needs)
+            lines.append(f"     (to fill in {fill})")
         lines.append(click.style(f"     sources: {'; '.join(fix.sources)}", fg="bright_black"))
     if len(cause.fixes) > fixes_per_cause:
         lines.append(f"   (+{len(cause.fixes) - fixes_per_cause} more fixes: llmfix kb show {cause.id})")
