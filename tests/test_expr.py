@@ -61,3 +61,14 @@ def test_partly_known_expressions_show_known_values_and_placeholders():
     assert text == "0.0003*<NEW_GLOBAL_BATCH_SIZE>/512" and missing == {"train.new_global_batch_size"}
     text, _ = render_template("{{ train.lr / optimizer.lr }}", {})
     assert text == "<TRAIN_LR> / <OPTIMIZER_LR>"  # two facts would share <LR>: the whole names
+
+
+def test_no_shipped_fix_step_shows_a_fact_name_when_its_facts_are_unknown(shipped_kb):
+    from troubleshoot.knowledge.expr import split_template
+
+    for fix in shipped_kb.fixes.values():
+        for step in fix.steps:
+            text, missing = render_template(step, {})
+            slots = [Expr(src).facts for _, src, _ in split_template(step) if src]
+            for name in set().union(*slots) if slots else ():
+                assert name in missing and name not in text, f"{fix.id}: {text!r}"

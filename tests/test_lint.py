@@ -47,6 +47,17 @@ BROKEN = [
     ("bad cause id", "id: nan-loss.lr-too-high", "id: lr_too_high", "expected a cause id 'nan-loss.<kebab-case>'"),
     ("unknown fact type", "type: bool, description: NaN within", "type: boolean, description: NaN within",
      "expected bool, number, choice or text, got 'boolean'"),
+    ("observed_when reads an unknown fact", "summary: The training loss turns into NaN or Inf.\n",
+     "summary: The training loss turns into NaN or Inf.\nobserved_when: logs.nann == true\n",
+     "observed_when: unknown fact 'logs.nann'"),
+    ("contradicted_when is unsafe", "summary: The training loss turns into NaN or Inf.\n",
+     "summary: The training loss turns into NaN or Inf.\ncontradicted_when: [__import__('os')]\n", "is not allowed"),
+    ("observed_when is no expression", "summary: The training loss turns into NaN or Inf.\n",
+     "summary: The training loss turns into NaN or Inf.\nobserved_when: 3\n",
+     "observed_when: expected an expression over facts, or a list of them"),
+    ("defined_when reads an unknown fact", "description: NaN within the first 100 steps.}",
+     "description: NaN within the first 100 steps., defined_when: logs.nope == true}",
+     "nanloss.early.defined_when: unknown fact 'logs.nope'"),
 ]
 
 

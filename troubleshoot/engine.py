@@ -102,8 +102,9 @@ def _probability(odds: float) -> float:
 def rank(state: State) -> list[RankedCause]:
     """Every cause of the weighted symptoms in the order of the score shown (weight × posterior).
 
-    A cause reached from two symptoms is listed once, under the symptom that weighs it most."""
-    best: dict[str, RankedCause] = {}
+    A cause belongs to one symptom (its id starts with it), so however many symptoms are on the
+    table it is scored, and listed, once."""
+    ranked = []
     values = state.values()
     for sid, weight in state.weights.items():
         for cause in state.kb.symptoms[sid].causes:
@@ -111,14 +112,11 @@ def rank(state: State) -> list[RankedCause]:
             status = status_of(cause.prior, lines, confirmed, posterior * weight, weight)
             if sid in state.evidence_only and status == "untested":
                 continue
-            seen = best.get(cause.id)
-            if seen is not None and seen.score >= posterior * weight:
-                continue
-            best[cause.id] = RankedCause(
+            ranked.append(RankedCause(
                 cause.id, sid, cause.title, posterior * weight, status, cause.prior, lines,
                 [_render_fix(state.kb, fid, values) for fid in cause.fixes if fid in state.kb.fixes],
-                cause.sources, cause.summary, posterior, weight)
-    return sorted(best.values(), key=lambda c: (-c.score, c.status != "confirmed", c.id))
+                cause.sources, cause.summary, posterior, weight))
+    return sorted(ranked, key=lambda c: (-c.score, c.status != "confirmed", c.id))
 
 
 def _render_fix(kb: KnowledgeBase, fid: str, values: Mapping[str, Any]) -> RenderedFix:

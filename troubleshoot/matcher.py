@@ -144,7 +144,8 @@ class SymptomMatcher:
         if not matches or matches[0].score < MIN_SCORE or max((self.idf[w] for w in exact), default=0) < anchor:
             return "off-topic"
         latin = [w for w in words if w.isascii()]
-        if matches[0].score < WEAK_MATCH or (len(latin) >= 2 and sum(w in self.idf for w in latin) < MIN_KNOWN_SHARE * len(latin)):
+        unknown_words = len(latin) >= 2 and sum(w in self.idf for w in latin) < MIN_KNOWN_SHARE * len(latin)
+        if matches[0].score < WEAK_MATCH or unknown_words:
             return "weak"
         return "match"
 
