@@ -157,7 +157,7 @@ def ask(text: tuple[str, ...], answers: tuple[str, ...], probe_paths: tuple[str,
     matcher = SymptomMatcher(kb)
     ranked = matcher.match(query)
     verdict = matcher.verdict(query, ranked)
-    if verdict == "off-topic" and not observations.facts:
+    if verdict == "off-topic" and not observations.facts and not facts:
         if as_json:
             _finish(Diagnosis(query=query), as_json, top)
         _not_covered(query)

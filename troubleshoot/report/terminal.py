@@ -2,15 +2,24 @@
 
 Sample (``llmfix ask --no-input "loss went nan" --answer data.mask.binary=no``)::
 
-    Symptom: nan-loss  Loss becomes NaN or Inf  (match 0.91)
+    Symptom: nan-loss  Loss becomes NaN or Inf  (match 0.83; evidence 0.81)
+    Symptom: mask-error  Attention mask or label mask is wrong  (evidence 0.85)
 
-    1. nan-loss.invalid-mask  Attention mask is not binary  [confirmed 0.99]
-       why: prior 0.10 × 30 (data.mask.binary = False) → 0.77
-       fix: Build the attention mask as 0/1 with 1 = keep
-         - Convert with `attention_mask = (attention_mask > 0).long()`.
-         sources: 000_43af7a7a7fac43b8.txt
+    1. nan-loss.invalid-mask  Attention mask is not binary (or is inverted)  [confirmed 0.81]
+       why: prior 0.08 × 50 (data.mask.binary = False) → 0.81
+            A mask value other than 0/1 reaches the model. (data.mask.binary from user)
+       fix: Pass a 0/1 attention mask with 1 = keep
+         - Convert before calling the model: `attention_mask = (attention_mask > 0).long()`; ...
     ...
+    5. nan-loss.lr-too-high  Learning rate too high for this model and batch  [untested 0.18]
+       why: prior 0.18 → 0.18  (untested: no evidence yet)
+       fix: Lower the learning rate step by step (and warm up)
+         - Divide the learning rate by 5 ...: `<LR>/5`; ...
+         (to fill in <LR>: --answer train.lr=VALUE)
     More: llmfix kb show nan-loss.invalid-mask
+
+A cause still at its prior says ``untested``; only causes that evidence took below 0.05 are listed
+under "Ruled out" (docs/knowledge-format.md).
 """
 from __future__ import annotations
 
