@@ -222,3 +222,24 @@ def test_on_real_ambiguous_reports_the_best_symptoms_cause_comes_first(shipped_k
         diag = diagnose(shipped_kb, {m.id: m.score for m in matches})
         hits += diag.causes[0].symptom == expect
     assert total >= 10 and hits >= 0.9 * total, f"{hits} of {total}"
+
+
+def test_one_fault_confirmed_under_two_symptoms_is_reported_once(kb, mini_root):
+    (mini_root / "rules" / "loss-spike.yaml").write_text(SPIKE + """\
+  - id: loss-spike.mask-values
+    title: Mask values other than 0/1
+    prior: 0.05
+    evidence:
+      - when: data.mask.binary == false
+        lr: 30
+        confirms: true
+    fixes: [fix-binary-mask]
+    sources: ["000_43af7a7a7fac43b8.txt"]
+""")
+    kb, problems = load_with_problems(mini_root)
+    assert not problems, problems
+    diag = diagnose(kb, {"nan-loss": 0.9, "loss-spike": 0.9}, answers=user(data__mask__binary=False))
+    ids = [c.id for c in diag.causes]
+    assert "nan-loss.invalid-mask" in ids and "loss-spike.mask-values" not in ids
+    kept = cause(diag, "nan-loss.invalid-mask")  # 0.77 beats 0.61: the higher one stays
+    assert kept.same_fault == ["loss-spike.mask-values"] and kept.to_json()["same_fault"] == ["loss-spike.mask-values"]

@@ -55,6 +55,7 @@ class RankedCause:
     summary: str = ""
     posterior: float = 0.0  # P(cause | its symptom, the evidence)
     weight: float = 1.0     # how sure llmfix is of the symptom (engine.symptom_table)
+    same_fault: list[str] = field(default_factory=list)  # other symptoms' ids for this very fault
 
     def explain(self) -> str:
         """'prior 0.10 × 30 (data.mask.binary = False) → 0.77', so the score can be recomputed;
@@ -74,7 +75,7 @@ class RankedCause:
     def to_json(self) -> dict:
         return {"id": self.id, "symptom": self.symptom, "title": self.title, "score": round(self.score, 4),
                 "status": self.status, "prior": self.prior, "posterior": round(self.posterior, 4),
-                "symptom_weight": round(self.weight, 4), "why": self.explain(),
+                "symptom_weight": round(self.weight, 4), "same_fault": self.same_fault, "why": self.explain(),
                 "evidence": [e.to_json() for e in self.evidence],
                 "fixes": [f.to_json() for f in self.fixes], "sources": self.sources}
 

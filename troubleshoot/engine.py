@@ -102,9 +102,11 @@ def _probability(odds: float) -> float:
 def rank(state: State) -> list[RankedCause]:
     """Every cause of the weighted symptoms in the order of the score shown (weight × posterior).
 
-    A cause belongs to one symptom (its id starts with it), so however many symptoms are on the
-    table it is scored, and listed, once."""
-    ranked = []
+    A cause belongs to one symptom (its id starts with it), so it is scored once; and one fault
+    is reported once: a cause confirmed by the same holding condition as a cause already listed
+    (a non-binary mask confirms both nan-loss.invalid-mask and mask-error.non-binary) is folded
+    into it as ``same_fault``."""
+    ranked, confirming = [], {}
     values = state.values()
     for sid, weight in state.weights.items():
         for cause in state.kb.symptoms[sid].causes:
@@ -112,11 +114,27 @@ def rank(state: State) -> list[RankedCause]:
             status = status_of(cause.prior, lines, confirmed, posterior * weight, weight)
             if sid in state.evidence_only and status == "untested":
                 continue
+            held = {line.condition for line in lines if line.holds}
+            confirming[cause.id] = {ev.when.source for ev in cause.evidence if ev.confirms} & held
             ranked.append(RankedCause(
                 cause.id, sid, cause.title, posterior * weight, status, cause.prior, lines,
                 [_render_fix(state.kb, fid, values) for fid in cause.fixes if fid in state.kb.fixes],
                 cause.sources, cause.summary, posterior, weight))
-    return sorted(ranked, key=lambda c: (-c.score, c.status != "confirmed", c.id))
+    ranked.sort(key=lambda c: (-c.score, c.status != "confirmed", c.id))
+    return _one_report_per_fault(ranked, confirming)
+
+
+def _one_report_per_fault(ranked: list[RankedCause], confirming: Mapping[str, set[str]]) -> list[RankedCause]:
+    kept, owner = [], {}  # confirming condition -> the listed cause it confirmed first
+    for cause in ranked:
+        first = next((owner[c] for c in sorted(confirming[cause.id]) if c in owner), None)
+        if first is not None and first.symptom != cause.symptom:  # one symptom's causes stay apart
+            first.same_fault.append(cause.id)
+            continue
+        for condition in confirming[cause.id]:
+            owner[condition] = cause
+        kept.append(cause)
+    return kept
 
 
 def _render_fix(kb: KnowledgeBase, fid: str, values: Mapping[str, Any]) -> RenderedFix:

@@ -92,6 +92,8 @@ def _cause(rank: int, cause: RankedCause, fixes_per_cause: int) -> list[str]:
     why = cause.explain() + ("  (untested: no evidence yet)" if cause.status == "untested" else "")
     lines = [click.style(f"{rank}. {cause.id}", bold=True) + f"  {cause.title}  {label}",
              f"   why: {why}"]
+    if cause.same_fault:
+        lines.append(f"   the same fault as: {', '.join(cause.same_fault)}")
     said = set()
     for ev in cause.evidence:
         if ev.holds and ev.says and ev.condition not in said:
