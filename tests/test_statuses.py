@@ -118,6 +118,13 @@ def test_evidence_for_and_against_rule_out_only_when_against_decides(kb, mini_ro
     assert cause(diag, "nan-loss.lr-too-high").status == "ruled-out"
 
 
+def test_a_doubtful_symptom_never_rules_its_causes_out(kb):
+    # loss-spike matched 0.08 below nan-loss: weight e^-4; lr-peak has evidence for it (0.45 × 2)
+    diag = diagnose(kb, {"nan-loss": 0.8, "loss-spike": 0.72}, answers=user(logs__nan=True, nanloss__early=True))
+    peak = cause(diag, "loss-spike.lr-peak")
+    assert peak.score < RULED_OUT < peak.posterior and peak.status == "possible"
+
+
 def test_likely_and_confirmed(kb):
     diag = diagnose(kb, {"nan-loss": 1.0}, answers=user(logs__nan=True, nanloss__early=True, train__precision="fp16"))
     assert cause(diag, "nan-loss.lr-too-high").status == "likely"  # 0.2 × 4 × 1.5 → 0.6

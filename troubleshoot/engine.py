@@ -69,7 +69,7 @@ def score_cause(cause: Cause, facts: Mapping[str, Fact]) -> tuple[float, list[Ev
             fact = facts[name]
             lines.append(EvidenceLine(name, fact.value, fact.source, factor, holds,
                                       ev.says if holds else "", ev.when.source))
-    return odds / (1 + odds), lines, confirmed
+    return _probability(odds), lines, confirmed
 
 
 def applied_factors(lines: list[EvidenceLine]) -> list[float]:
@@ -77,22 +77,23 @@ def applied_factors(lines: list[EvidenceLine]) -> list[float]:
     return list({line.condition: line.factor for line in lines}.values())
 
 
-def status_of(prior: float, lines: list[EvidenceLine], confirmed: bool, score: float,
+def status_of(prior: float, lines: list[EvidenceLine], confirmed: bool, posterior: float,
               weight: float = 1.0) -> str:
-    """The status the evidence supports for a cause shown at ``score`` (weight × posterior).
+    """The status the evidence supports for a cause with this posterior, shown at weight × it.
 
     ``untested``: nothing moved it from its prior. ``ruled-out``: the factors below 1 are what put
-    the score under RULED_OUT (with only the others it would be at or above it), so a small prior
-    alone never rules a cause out. Otherwise ``likely`` from LIKELY, else ``possible``."""
+    the posterior under RULED_OUT (with only the others it would be at or above it), so a small
+    prior alone never rules a cause out, nor does a doubtful symptom. Otherwise ``likely`` when the
+    score shown reaches LIKELY, else ``possible``."""
     if confirmed:
         return "confirmed"
     factors = [f for f in applied_factors(lines) if f != 1]
     if not factors:
         return "untested"
     supported = prior / (1 - prior) * math.prod(f for f in factors if f > 1)
-    if score < RULED_OUT <= weight * _probability(supported):
+    if posterior < RULED_OUT <= _probability(supported):
         return "ruled-out"
-    return "likely" if score >= LIKELY else "possible"
+    return "likely" if posterior * weight >= LIKELY else "possible"
 
 
 def _probability(odds: float) -> float:
@@ -111,7 +112,7 @@ def rank(state: State) -> list[RankedCause]:
     for sid, weight in state.weights.items():
         for cause in state.kb.symptoms[sid].causes:
             posterior, lines, confirmed = score_cause(cause, state.facts)
-            status = status_of(cause.prior, lines, confirmed, posterior * weight, weight)
+            status = status_of(cause.prior, lines, confirmed, posterior, weight)
             if sid in state.evidence_only and status == "untested":
                 continue
             held = {line.condition for line in lines if line.holds}

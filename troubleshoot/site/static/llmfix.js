@@ -708,8 +708,8 @@
   }
 
   // status_of(): untested until a factor other than 1 applied; ruled-out only when the factors
-  // below 1 are what put the shown score under RULED_OUT
-  function statusOf(prior, lines, confirmed, score, weight, consts) {
+  // below 1 are what put the posterior under RULED_OUT; likely from the score shown
+  function statusOf(prior, lines, confirmed, posterior, weight, consts) {
     if (confirmed) return "confirmed";
     var byItem = new Map();                     // one factor per evidence item (applied_factors)
     lines.forEach(function (l) { byItem.set(l.src, l.factor); });
@@ -717,8 +717,8 @@
     if (!factors.length) return "untested";
     var supported = prior / (1 - prior);
     factors.forEach(function (f) { if (f > 1) supported *= f; });
-    if (score < consts.RULED_OUT && consts.RULED_OUT <= weight * (supported / (1 + supported))) return "ruled-out";
-    return score >= consts.LIKELY ? "likely" : "possible";
+    if (posterior < consts.RULED_OUT && consts.RULED_OUT <= supported / (1 + supported)) return "ruled-out";
+    return posterior * weight >= consts.LIKELY ? "likely" : "possible";
   }
 
   function rank(symptom, facts, weight) {        // sorted by the score shown: weight × posterior
@@ -726,7 +726,7 @@
     var ranked = symptom.causes.map(function (cause) {
       var s = scoreCause(cause, facts), score = s.score * weight;
       return { id: cause.id, cause: cause, score: score, posterior: s.score, weight: weight, lines: s.lines,
-               status: statusOf(cause.prior, s.lines, s.confirmed, score, weight, symptom.consts) };
+               status: statusOf(cause.prior, s.lines, s.confirmed, s.score, weight, symptom.consts) };
     });
     ranked.sort(function (a, b) {
       var ca = a.status === "confirmed" ? 1 : 0, cb = b.status === "confirmed" ? 1 : 0;
