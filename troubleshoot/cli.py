@@ -147,35 +147,44 @@ def ask(text: tuple[str, ...], answers: tuple[str, ...], probe_paths: tuple[str,
     """Diagnose from a description, e.g.  llmfix ask "loss went nan"."""
     from .diagnosis import SymptomMatch
     from .engine import diagnose
-    from .matcher import MIN_SCORE, SymptomMatcher, pick
 
     kb = _kb()
     query = " ".join(text).strip()
     facts = _parse_answers(kb, answers)
     observations = _run_probes(probe_paths) if probe_paths else Observations()
     interactive = not no_input and stdin_is_tty()
-    matcher = SymptomMatcher(kb)
-    ranked = matcher.match(query)
-    verdict = matcher.verdict(query, ranked)
+    verdict, matches, candidates = _symptoms_in_words(kb, query, interactive)
     if verdict == "off-topic" and not observations.facts and not facts:
         if as_json:
             _finish(Diagnosis(query=query), as_json, top)
         _not_covered(query)
         sys.exit(0)
-    weak = verdict == "weak"
-    matches, ambiguous = pick(ranked) if verdict == "match" else ([], False)
-    candidates = [m for m in ranked if m.score >= MIN_SCORE][:3] if weak else []
-    if interactive and (weak or ambiguous):
-        matches = _choose_symptom(candidates or matches, weak)
-        weak = weak and not matches
     asker = (lambda q: _prompt_answer(kb, q)) if interactive else None
     diag = diagnose(kb, {m.id: m.score for m in matches}, observations, facts, asker, query=query)
-    if weak:  # a guess is no diagnosis: list the candidates (weight 0, no causes) and say so
+    if candidates:  # a guess is no diagnosis: list the candidates (weight 0, no causes) and say so
         listed = {s.id for s in diag.symptoms}
         diag.symptoms += [SymptomMatch(m.id, m.title, m.score, m.score, weight=0.0)
                           for m in candidates if m.id not in listed]
         diag.weak_match = True
     _finish(diag, as_json, top)
+
+
+def _symptoms_in_words(kb, query: str, interactive: bool) -> tuple[str, list, list]:
+    """The matcher's verdict, the symptoms to diagnose, and the candidates of a weak match that
+    nobody picked (listed, never ranked). On a terminal the user picks among close or weak ones."""
+    from .matcher import MIN_SCORE, SymptomMatcher, pick
+
+    matcher = SymptomMatcher(kb)
+    ranked = matcher.match(query)
+    verdict = matcher.verdict(query, ranked)
+    if verdict == "weak":
+        candidates = [m for m in ranked if m.score >= MIN_SCORE][:3]
+        chosen = _choose_symptom(candidates, weak=True) if interactive else []
+        return verdict, chosen, [] if chosen else candidates
+    matches, ambiguous = pick(ranked) if verdict == "match" else ([], False)
+    if interactive and ambiguous:
+        matches = _choose_symptom(matches, weak=False)
+    return verdict, matches, []
 
 
 # --------------------------------------------------------------------------- probe
