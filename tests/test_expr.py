@@ -39,4 +39,36 @@ def test_template_computes_bloom_init_std_or_names_missing_facts():
                                     {"model.hidden_size": 11600})
     assert text == "--init-method-std 0.00587" and not missing
     text, missing = render_template("std {{ sqrt(2/(5*model.hidden_size)) :.5f }}", {})
-    assert missing == {"model.hidden_size"} and "sqrt(2/(5*model.hidden_size))" in text
+    assert missing == {"model.hidden_size"} and text == "std sqrt(2/(5*<HIDDEN_SIZE>))"
+
+
+def test_unknown_facts_in_a_command_become_placeholders_never_fact_names():
+    """Issue 12 item 5: what a user copies shows <ROLLBACK_ITERATION>, not logs.rollback_iteration."""
+    step = ("resume_from_checkpoint='out/checkpoint-{{ logs.rollback_iteration :.0f }}' "
+            "--skip-train-iteration-range {{ logs.skip_range }}")
+    text, missing = render_template(step, {})
+    assert text == ("resume_from_checkpoint='out/checkpoint-<ROLLBACK_ITERATION>' "
+                    "--skip-train-iteration-range <SKIP_RANGE>")
+    assert missing == {"logs.rollback_iteration", "logs.skip_range"}
+    assert "logs." not in text
+    text, _ = render_template("--skip-train-iteration-range {{ logs.skip_range }}", {"logs.skip_range": "2771-4040"})
+    assert text == "--skip-train-iteration-range 2771-4040"
+
+
+def test_partly_known_expressions_show_known_values_and_placeholders():
+    text, missing = render_template("{{ train.lr*train.new_global_batch_size/train.global_batch_size :.2e }}",
+                                    {"train.lr": 3e-4, "train.global_batch_size": 512})
+    assert text == "0.0003*<NEW_GLOBAL_BATCH_SIZE>/512" and missing == {"train.new_global_batch_size"}
+    text, _ = render_template("{{ train.lr / optimizer.lr }}", {})
+    assert text == "<TRAIN_LR> / <OPTIMIZER_LR>"  # two facts would share <LR>: the whole names
+
+
+def test_no_shipped_fix_step_shows_a_fact_name_when_its_facts_are_unknown(shipped_kb):
+    from troubleshoot.knowledge.expr import split_template
+
+    for fix in shipped_kb.fixes.values():
+        for step in fix.steps:
+            text, missing = render_template(step, {})
+            slots = [Expr(src).facts for _, src, _ in split_template(step) if src]
+            for name in set().union(*slots) if slots else ():
+                assert name in missing and name not in text, f"{fix.id}: {text!r}"

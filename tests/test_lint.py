@@ -60,6 +60,17 @@ BROKEN = [
     ("probe hint nothing answers", "    ask: Which precision do you train in?\n",
      "    ask: Which precision do you train in?\n    probe: llmfix probe train.log\n",
      "rules/nan-loss.yaml:17: checks[2].probe: no probe publishes 'train.precision'"),
+    ("observed_when reads an unknown fact", "summary: The training loss turns into NaN or Inf.\n",
+     "summary: The training loss turns into NaN or Inf.\nobserved_when: logs.nann == true\n",
+     "observed_when: unknown fact 'logs.nann'"),
+    ("contradicted_when is unsafe", "summary: The training loss turns into NaN or Inf.\n",
+     "summary: The training loss turns into NaN or Inf.\ncontradicted_when: [__import__('os')]\n", "is not allowed"),
+    ("observed_when is no expression", "summary: The training loss turns into NaN or Inf.\n",
+     "summary: The training loss turns into NaN or Inf.\nobserved_when: 3\n",
+     "observed_when: expected an expression over facts, or a list of them"),
+    ("defined_when reads an unknown fact", "description: NaN within the first 100 steps.}",
+     "description: NaN within the first 100 steps., defined_when: logs.nope == true}",
+     "nanloss.early.defined_when: unknown fact 'logs.nope'"),
 ]
 
 

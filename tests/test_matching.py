@@ -72,3 +72,21 @@ def test_matcher_index_cache_follows_the_matcher_code(tmp_path, monkeypatch):
     fake.write_text("v2, longer")
     M.memo(kb, "matcher-test", build, code=str(fake))
     assert len(calls) == 2
+
+
+def test_how_sure_the_match_is_off_topic_weak_or_a_match(shipped_kb):
+    """The thresholds of SymptomMatcher.verdict (docs/knowledge-format.md, "How sure the match is"):
+    no real report is called off-topic and few weak; most off-topic text, held out included, is
+    recognised (off-topic, or at least weak, never ranked as a diagnosis)."""
+    matcher = SymptomMatcher(shipped_kb)
+
+    def verdicts(queries):
+        return [matcher.verdict(q, matcher.match(q)) for q in queries]
+
+    real = verdicts([q for q, _ in cases(shipped_kb)])
+    assert real.count("off-topic") == 0 and real.count("weak") <= 0.02 * len(real)
+    off = yaml.safe_load((Path(__file__).resolve().parent / "fixtures" / "offtopic.yaml").read_text(encoding="utf-8"))
+    for part, share in (("tuning", 0.8), ("held_out", 0.8)):
+        got = verdicts(off[part])
+        assert got.count("match") <= (1 - share) * len(got), f"{part}: {got}"
+    assert verdicts(["how do I bake bread", "what is the capital of France"]) == ["off-topic", "off-topic"]

@@ -429,7 +429,7 @@ def test_fix_step_number_is_computed_in_the_browser(driver, mini):
     kb, site = mini
     open_page(driver, site / "fixes" / "fix-init-std.html")
     spans = driver.find_elements(By.CSS_SELECTOR, ".calc")
-    assert spans[0].text == "sqrt(2/(5*model.hidden_size))"
+    assert spans[0].text == "sqrt(2/(5*<HIDDEN_SIZE>))"  # a placeholder, never the fact's name
     driver.find_element(By.CSS_SELECTOR, '.calc-facts input[data-fact="model.hidden_size"]').send_keys("11600")
     WebDriverWait(driver, 5).until(lambda d: d.find_elements(By.CSS_SELECTOR, ".calc")[0].text == "0.00587")
     driver.find_element(By.CSS_SELECTOR, '.calc-facts input[data-fact="model.num_layers"]').send_keys("70")

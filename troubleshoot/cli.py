@@ -141,15 +141,24 @@ def _prompt_answer(kb, question: Question) -> Any:
             click.echo(f"  {err}", err=True)
 
 
-def _choose_symptom(candidates) -> list:
+def _choose_symptom(candidates, weak: bool) -> list:
+    """The user's pick; Enter keeps all of an ambiguous match and none of a weak one."""
+    if weak:
+        click.echo("The match is weak: your words fit no symptom well.", err=True)
     click.echo(click.style("Which of these is closest?", bold=True), err=True)
     for i, m in enumerate(candidates, 1):
         click.echo(f"  {i}) {m.id}  {m.title}", err=True)
-    click.echo("  (number, Enter for all) > ", nl=False, err=True)
+    click.echo(f"  (number, Enter for {'none of these' if weak else 'all'}) > ", nl=False, err=True)
     raw = sys.stdin.readline().strip()
     if raw.isdigit() and 1 <= int(raw) <= len(candidates):
         return [candidates[int(raw) - 1]]
-    return candidates
+    return [] if weak else candidates
+
+
+def _not_covered(query: str) -> None:
+    click.echo(f"This is not something llmfix covers: {query!r} is not about training a language model.")
+    click.echo('llmfix diagnoses LLM training problems, e.g. llmfix ask "loss went nan"; '
+               "the symptoms it knows: llmfix kb list")
 
 
 def _run_probes(paths: tuple[str, ...], **switches: Any) -> Observations:
@@ -174,31 +183,46 @@ def _run_probes(paths: tuple[str, ...], **switches: Any) -> Observations:
 def ask(text: tuple[str, ...], answers: tuple[str, ...], probe_paths: tuple[str, ...], no_input: bool,
         as_json: bool, top: int) -> None:
     """Diagnose from a description, e.g.  llmfix ask "loss went nan"."""
+    from .diagnosis import SymptomMatch
     from .engine import diagnose
-    from .matcher import SymptomMatcher, pick
 
     kb = _kb()
     query = " ".join(text).strip()
     facts = _parse_answers(kb, answers)
     observations = _run_probes(probe_paths) if probe_paths else Observations()
     interactive = not no_input and stdin_is_tty()
-    matches, ambiguous = pick(SymptomMatcher(kb).match(query))
-    if not matches and not observations.facts:
+    verdict, matches, candidates = _symptoms_in_words(kb, query, interactive)
+    if verdict == "off-topic" and not observations.facts and not facts:
         if as_json:
             _finish(Diagnosis(query=query), as_json, top)
-        click.echo(f"No symptom matched {query!r}. Known symptoms:", err=True)
-        for s in kb.symptoms.values():
-            click.echo(f"  {s.id:<18} {s.title}", err=True)
-        click.echo('Try different words, e.g. llmfix ask "loss went nan".', err=True)
+        _not_covered(query)
         sys.exit(0)
-    if ambiguous and interactive:
-        matches = _choose_symptom(matches)
-    weights = {m.id: m.score / matches[0].score for m in matches}  # empty: the probes decide
     asker = (lambda q: _prompt_answer(kb, q)) if interactive else None
-    diag = diagnose(kb, weights, observations, facts, asker, query=query)
-    for s in diag.symptoms:
-        s.score = next((m.score for m in matches if m.id == s.id), s.score)
+    diag = diagnose(kb, {m.id: m.score for m in matches}, observations, facts, asker, query=query)
+    if candidates:  # a guess is no diagnosis: list the candidates (weight 0, no causes) and say so
+        listed = {s.id for s in diag.symptoms}
+        diag.symptoms += [SymptomMatch(m.id, m.title, m.score, m.score, weight=0.0)
+                          for m in candidates if m.id not in listed]
+        diag.weak_match = True
     _finish(diag, as_json, top)
+
+
+def _symptoms_in_words(kb, query: str, interactive: bool) -> tuple[str, list, list]:
+    """The matcher's verdict, the symptoms to diagnose, and the candidates of a weak match that
+    nobody picked (listed, never ranked). On a terminal the user picks among close or weak ones."""
+    from .matcher import MIN_SCORE, SymptomMatcher, pick
+
+    matcher = SymptomMatcher(kb)
+    ranked = matcher.match(query)
+    verdict = matcher.verdict(query, ranked)
+    if verdict == "weak":
+        candidates = [m for m in ranked if m.score >= MIN_SCORE][:3]
+        chosen = _choose_symptom(candidates, weak=True) if interactive else []
+        return verdict, chosen, [] if chosen else candidates
+    matches, ambiguous = pick(ranked) if verdict == "match" else ([], False)
+    if interactive and ambiguous:
+        matches = _choose_symptom(matches, weak=False)
+    return verdict, matches, []
 
 
 # --------------------------------------------------------------------------- probe

@@ -34,10 +34,11 @@ class RenderedFix:
     sources: list[str]
     needs: list[str] = field(default_factory=list)  # facts that would compute a number in a step
     did_not_work: list[dict] = field(default_factory=list)
+    placeholders: dict[str, str] = field(default_factory=dict)  # fact -> '<NAME>' shown in the steps
 
     def to_json(self) -> dict:
         return {"id": self.id, "title": self.title, "steps": self.steps, "sources": self.sources,
-                "needs": self.needs, "did_not_work": self.did_not_work}
+                "needs": self.needs, "placeholders": self.placeholders, "did_not_work": self.did_not_work}
 
 
 @dataclass
@@ -45,16 +46,20 @@ class RankedCause:
     id: str
     symptom: str
     title: str
-    score: float
-    status: str  # confirmed | likely | possible | ruled-out
+    score: float   # the score shown and sorted by: weight × posterior
+    status: str  # confirmed | likely | possible | untested | ruled-out
     prior: float
     evidence: list[EvidenceLine] = field(default_factory=list)
     fixes: list[RenderedFix] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
     summary: str = ""
+    posterior: float = 0.0  # P(cause | its symptom, the evidence)
+    weight: float = 1.0     # how sure llmfix is of the symptom (engine.symptom_table)
+    same_fault: list[str] = field(default_factory=list)  # other symptoms' ids for this very fault
 
     def explain(self) -> str:
-        """'prior 0.10 × 30 (data.mask.binary = False) → 0.77', so the score can be recomputed."""
+        """'prior 0.10 × 30 (data.mask.binary = False) → 0.77', so the score can be recomputed;
+        a symptom weighed below 1 adds '× 0.37 (symptom weight) → 0.28'."""
         items: dict[str, list[EvidenceLine]] = {}  # one factor per evidence item, however many facts
         for e in self.evidence:
             items.setdefault(e.condition, []).append(e)
@@ -63,11 +68,14 @@ class RankedCause:
             if lines[0].factor != 1:
                 facts = ", ".join(f"{e.fact} = {_short(e.value)}" for e in lines)
                 parts.append(f"× {lines[0].factor:g} ({facts})")
+        if self.weight != 1:
+            parts.append(f"→ {self.posterior:.2f} × {self.weight:.2f} (symptom weight)")
         return " ".join(parts) + f" → {self.score:.2f}"
 
     def to_json(self) -> dict:
         return {"id": self.id, "symptom": self.symptom, "title": self.title, "score": round(self.score, 4),
-                "status": self.status, "prior": self.prior, "why": self.explain(),
+                "status": self.status, "prior": self.prior, "posterior": round(self.posterior, 4),
+                "symptom_weight": round(self.weight, 4), "same_fault": self.same_fault, "why": self.explain(),
                 "evidence": [e.to_json() for e in self.evidence],
                 "fixes": [f.to_json() for f in self.fixes], "sources": self.sources}
 
@@ -94,12 +102,22 @@ class Question:
 
 @dataclass
 class SymptomMatch:
+    """Why a symptom is on the table: the user's words (``match``), probed facts that lifted one of
+    its causes (``implied``), or an artifact that shows or contradicts it (``observed``)."""
+
     id: str
     title: str
-    score: float
+    score: float                    # 1 when observed, else the larger of match and implied
+    match: float | None = None      # matcher score of the user's words
+    implied: float | None = None    # best posterior of a cause that probe evidence lifted
+    observed: bool | None = None    # True shown by an artifact, False contradicted by one
+    weight: float = 1.0             # what its causes' posteriors are multiplied by
 
     def to_json(self) -> dict:
-        return {"id": self.id, "title": self.title, "score": round(self.score, 4)}
+        def r(x):
+            return None if x is None else round(x, 4)
+        return {"id": self.id, "title": self.title, "score": round(self.score, 4), "match": r(self.match),
+                "implied": r(self.implied), "observed": self.observed, "weight": round(self.weight, 4)}
 
 
 @dataclass
@@ -111,6 +129,7 @@ class Diagnosis:
     causes: list[RankedCause] = field(default_factory=list)
     questions: list[Question] = field(default_factory=list)
     attachments: dict[str, Any] = field(default_factory=dict)
+    weak_match: bool = False  # the words matched no symptom well: `symptoms` are only candidates
 
     @property
     def problem_found(self) -> bool:
@@ -124,7 +143,7 @@ class Diagnosis:
                 "findings": [f.to_json() for f in self.findings],
                 "symptoms": [s.to_json() for s in self.symptoms],
                 "causes": [c.to_json() for c in self.causes],
-                "questions": [q.to_json() for q in self.questions]}
+                "questions": [q.to_json() for q in self.questions], "weak_match": self.weak_match}
 
 
 def _short(value: Any) -> str:

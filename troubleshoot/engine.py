@@ -2,15 +2,19 @@
 
 Pure Python over plain data (no torch, no click). Scoring is naive-Bayes with likelihood ratios
 (docs/knowledge-format.md): a cause starts at its prior odds and every evidence item whose facts
-are known multiplies the odds by ``lr`` (condition holds) or ``else_lr`` (it does not). The score
-is the posterior probability and ``RankedCause.explain()`` prints the product, so every number can
-be recomputed by hand. Causes are scored independently: two bugs can both be present.
+are known multiplies the odds by ``lr`` (condition holds) or ``else_lr`` (it does not). The
+posterior is then weighed by how sure llmfix is of the symptom itself (its ``weight``): the shown
+score, the one causes are sorted by. ``RankedCause.explain()`` prints the product, so every
+number can be recomputed by hand. Causes are scored independently: two bugs can both be present.
+
+Statuses come from evidence, never from a prior alone: ``untested`` until some item applied a
+factor other than 1, ``ruled-out`` only when factors below 1 took the score under RULED_OUT.
 
 Question order: ask the unknown fact whose answer could move the causes most per unit of effort,
 ``sum_c weight(symptom) * P(c) * |ln lr - ln else_lr|`` over the evidence that reads it, divided by
 ``sqrt(cost)`` so that reading a config (cost 1) comes before rerunning training (cost 4) unless the
 rerun separates the causes twice as well; cheaper checks first on ties; never a fact that is
-already known or that the user could not answer.
+already known, that the user could not answer, or that has no value (its ``defined_when`` fails).
 """
 from __future__ import annotations
 
@@ -20,14 +24,15 @@ from typing import Any, Callable, Mapping
 
 from .diagnosis import (Diagnosis, EvidenceLine, Question, RankedCause, RenderedFix,
                         SymptomMatch)
-from .knowledge.expr import ExprError, Unknown, render_template
-from .knowledge.model import Cause, Check, KnowledgeBase
+from .knowledge.expr import Expr, ExprError, Unknown, placeholder, render_template
+from .knowledge.model import Cause, Check, KnowledgeBase, Symptom
 from .observations import Fact, Observations
 
 RULED_OUT, LIKELY = 0.05, 0.5
 MIN_QUESTION_VALUE = 0.02   # below this an answer would not visibly change the ranking
 IMPLIES_SYMPTOM_LR = 2.0    # a probed fact with at least this ratio ...
 IMPLIES_SYMPTOM_SCORE = 0.25  # ... that lifts a cause at least this high puts its symptom on the table
+MATCH_TEMPERATURE = 0.02    # weight of a matched symptom: exp(-(best match - its match) / this)
 
 Asker = Callable[[Question], Any]  # returns a value, None for "don't know"; raises EOFError to stop
 
@@ -40,6 +45,8 @@ class State:
     weights: dict[str, float]                      # symptom id -> weight in (0, 1]
     facts: dict[str, Fact] = field(default_factory=dict)
     unknown: set[str] = field(default_factory=set)  # answered "don't know"
+    evidence_only: set[str] = field(default_factory=set)  # symptoms only probes point to: their
+    # causes count only where evidence moved them (siblings at their prior would be guesses)
 
     def values(self) -> dict[str, Any]:
         return {name: fact.value for name, fact in self.facts.items()}
@@ -62,30 +69,73 @@ def score_cause(cause: Cause, facts: Mapping[str, Fact]) -> tuple[float, list[Ev
             fact = facts[name]
             lines.append(EvidenceLine(name, fact.value, fact.source, factor, holds,
                                       ev.says if holds else "", ev.when.source))
-    return odds / (1 + odds), lines, confirmed
+    return _probability(odds), lines, confirmed
 
 
-def status_of(score: float, confirmed: bool) -> str:
+def applied_factors(lines: list[EvidenceLine]) -> list[float]:
+    """One factor per evidence item that was decided (an item reading two facts has two lines)."""
+    return list({line.condition: line.factor for line in lines}.values())
+
+
+def status_of(prior: float, lines: list[EvidenceLine], confirmed: bool, posterior: float,
+              weight: float = 1.0) -> str:
+    """The status the evidence supports for a cause with this posterior, shown at weight × it.
+
+    ``untested``: nothing moved it from its prior. ``ruled-out``: the factors below 1 are what put
+    the posterior under RULED_OUT (with only the others it would be at or above it), so a small
+    prior alone never rules a cause out, nor does a doubtful symptom. Otherwise ``likely`` when the
+    score shown reaches LIKELY, else ``possible``."""
     if confirmed:
         return "confirmed"
-    if score < RULED_OUT:
+    factors = [f for f in applied_factors(lines) if f != 1]
+    if not factors:
+        return "untested"
+    supported = prior / (1 - prior) * math.prod(f for f in factors if f > 1)
+    if posterior < RULED_OUT <= _probability(supported):
         return "ruled-out"
-    return "likely" if score >= LIKELY else "possible"
+    return "likely" if posterior * weight >= LIKELY else "possible"
+
+
+def _probability(odds: float) -> float:
+    return odds / (1 + odds)
 
 
 def rank(state: State) -> list[RankedCause]:
-    """Every cause of the weighted symptoms, best first (score × symptom weight)."""
-    ranked = []
+    """Every cause of the weighted symptoms in the order of the score shown (weight × posterior).
+
+    A cause belongs to one symptom (its id starts with it), so it is scored once; and one fault
+    is reported once: a cause confirmed by the same holding condition as a cause already listed
+    (a non-binary mask confirms both nan-loss.invalid-mask and mask-error.non-binary) is folded
+    into it as ``same_fault``."""
+    ranked, confirming = [], {}
     values = state.values()
     for sid, weight in state.weights.items():
         for cause in state.kb.symptoms[sid].causes:
-            score, lines, confirmed = score_cause(cause, state.facts)
-            ranked.append((score * weight, RankedCause(
-                cause.id, sid, cause.title, score, status_of(score, confirmed), cause.prior, lines,
+            posterior, lines, confirmed = score_cause(cause, state.facts)
+            status = status_of(cause.prior, lines, confirmed, posterior, weight)
+            if sid in state.evidence_only and status == "untested":
+                continue
+            held = {line.condition for line in lines if line.holds}
+            confirming[cause.id] = {ev.when.source for ev in cause.evidence if ev.confirms} & held
+            ranked.append(RankedCause(
+                cause.id, sid, cause.title, posterior * weight, status, cause.prior, lines,
                 [_render_fix(state.kb, fid, values) for fid in cause.fixes if fid in state.kb.fixes],
-                cause.sources, cause.summary)))
-    ranked.sort(key=lambda pair: (-(pair[1].status == "confirmed"), -pair[0], pair[1].id))
-    return [cause for _, cause in ranked]
+                cause.sources, cause.summary, posterior, weight))
+    ranked.sort(key=lambda c: (-c.score, c.status != "confirmed", c.id))
+    return _one_report_per_fault(ranked, confirming)
+
+
+def _one_report_per_fault(ranked: list[RankedCause], confirming: Mapping[str, set[str]]) -> list[RankedCause]:
+    kept, owner = [], {}  # confirming condition -> the listed cause it confirmed first
+    for cause in ranked:
+        first = next((owner[c] for c in sorted(confirming[cause.id]) if c in owner), None)
+        if first is not None and first.symptom != cause.symptom:  # one symptom's causes stay apart
+            first.same_fault.append(cause.id)
+            continue
+        for condition in confirming[cause.id]:
+            owner[condition] = cause
+        kept.append(cause)
+    return kept
 
 
 def _render_fix(kb: KnowledgeBase, fid: str, values: Mapping[str, Any]) -> RenderedFix:
@@ -96,7 +146,8 @@ def _render_fix(kb: KnowledgeBase, fid: str, values: Mapping[str, Any]) -> Rende
         steps.append(text)
         needs |= missing
     return RenderedFix(fix.id, fix.title, steps, fix.sources, sorted(needs),
-                       [{"text": a.text, "sources": a.sources} for a in fix.did_not_work])
+                       [{"text": a.text, "sources": a.sources} for a in fix.did_not_work],
+                       {name: placeholder(name) for name in sorted(needs)})
 
 
 def open_questions(state: State) -> list[Question]:
@@ -104,11 +155,14 @@ def open_questions(state: State) -> list[Question]:
     posteriors = {c.id: score_cause(c, state.facts)[0]
                   for sid in state.weights for c in state.kb.symptoms[sid].causes}
     known = set(state.facts) | state.unknown
+    values = state.values()
     best: dict[str, Question] = {}
     for sid, weight in state.weights.items():
         symptom = state.kb.symptoms[sid]
         for check in symptom.checks:
             if check.fact in known or (check.after and check.after not in state.facts):
+                continue
+            if _undefined(state.kb.facts.get(check.fact), values):
                 continue
             value = weight * _movement(state, check.fact, symptom.causes, posteriors, known)
             current = best.get(check.fact)
@@ -118,6 +172,19 @@ def open_questions(state: State) -> list[Question]:
     questions = [q for q in best.values() if q.value >= MIN_QUESTION_VALUE]
     questions.sort(key=lambda q: (-round(q.value / math.sqrt(cost[q.fact]), 3), cost[q.fact], q.fact))
     return questions
+
+
+def _undefined(spec, values: Mapping[str, Any]) -> bool:
+    """The known facts say this one has no value (``defined_when`` is false): asking is pointless."""
+    return spec is not None and spec.defined_when is not None and _holds(spec.defined_when, values) is False
+
+
+def _holds(expr: Expr, values: Mapping[str, Any]) -> bool | None:
+    """True / False, or None while a fact it needs is unknown."""
+    try:
+        return bool(expr.evaluate(values))
+    except (Unknown, ExprError):
+        return None
 
 
 def _movement(state: State, fact: str, causes: list[Cause], posteriors: Mapping[str, float],
@@ -144,31 +211,67 @@ def implied_symptoms(kb: KnowledgeBase, facts: Mapping[str, Fact]) -> dict[str, 
     implied: dict[str, float] = {}
     for cause in kb.causes.values():
         for ev in cause.evidence:
-            if ev.lr < IMPLIES_SYMPTOM_LR:
+            if ev.lr < IMPLIES_SYMPTOM_LR or not _holds(ev.when, values):
                 continue
-            try:
-                if ev.when.evaluate(values):
-                    score = score_cause(cause, facts)[0]
-                    if score >= IMPLIES_SYMPTOM_SCORE:
-                        implied[cause.symptom] = max(implied.get(cause.symptom, 0.0), score)
-            except (Unknown, ExprError):
-                continue
+            score = score_cause(cause, facts)[0]
+            if score >= IMPLIES_SYMPTOM_SCORE:
+                implied[cause.symptom] = max(implied.get(cause.symptom, 0.0), score)
     return implied
 
 
-def diagnose(kb: KnowledgeBase, weights: Mapping[str, float], observations: Observations | None = None,
+def observed(symptom: Symptom, values: Mapping[str, Any]) -> bool | None:
+    """True when the facts show the symptom (``observed_when``), False when they contradict it
+    (``contradicted_when``), None when they say neither."""
+    if any(_holds(expr, values) for expr in symptom.observed_when):
+        return True
+    if any(_holds(expr, values) for expr in symptom.contradicted_when):
+        return False
+    return None
+
+
+def symptom_table(kb: KnowledgeBase, matched: Mapping[str, float], facts: Mapping[str, Fact]) -> list[SymptomMatch]:
+    """Every symptom with evidence for it, best first: the user's words matched it, an artifact
+    shows it, or probed facts lifted one of its causes. A symptom the artifacts contradict stays
+    listed (as not observed, weight 0) only when the user named it, so they see why it is gone.
+
+    Weights (docs/knowledge-format.md, "Ranking across symptoms"): 1 when an artifact shows it;
+    a matched one ``exp(-(best match - match) / MATCH_TEMPERATURE)``, so a weaker second symptom's
+    priors fall behind the best symptom's causes unless the two matched about equally; one that
+    probed facts imply, the implied posterior (at least), so a fault the user did not report does
+    not push the reported symptom's own causes down."""
+    values = {name: f.value for name, f in facts.items()}
+    implied = implied_symptoms(kb, facts)
+    top = max(matched.values(), default=0.0)
+    table = []
+    for sid, symptom in kb.symptoms.items():
+        seen = observed(symptom, values)
+        match, lifted = matched.get(sid), implied.get(sid)
+        if seen is False and match is None or not (match or lifted or seen):
+            continue
+        if seen is not None:
+            weight = 1.0 if seen else 0.0
+        else:
+            weight = max(math.exp(-(top - match) / MATCH_TEMPERATURE) if match else 0.0, lifted or 0.0)
+        score = 1.0 if seen else max(match or 0.0, lifted or 0.0)
+        table.append(SymptomMatch(sid, symptom.title, score, match, lifted, seen, weight))
+    table.sort(key=lambda s: (-s.weight, -s.score, s.id))
+    return table
+
+
+def diagnose(kb: KnowledgeBase, matched: Mapping[str, float], observations: Observations | None = None,
              answers: Mapping[str, Fact] | None = None, asker: Asker | None = None,
              max_questions: int = 12, query: str | None = None) -> Diagnosis:
     """Run the whole loop: merge facts, ask while it helps, rank, and package a Diagnosis.
 
-    ``weights`` are the matched symptoms (ask); probe-implied symptoms are added with their score.
+    ``matched`` maps the symptoms the user's words matched to their match scores (empty for a
+    probe report); symptoms the artifacts show or imply join them (``symptom_table``).
     """
     observations = observations or Observations()
     facts = {**observations.facts, **(answers or {})}
-    combined = dict(weights)
-    for sid, score in implied_symptoms(kb, facts).items():
-        combined[sid] = max(combined.get(sid, 0.0), score)
-    state = State(kb, {sid: w for sid, w in combined.items() if sid in kb.symptoms and w > 0}, facts)
+    symptoms = [s for s in symptom_table(kb, matched, facts) if s.id in kb.symptoms]
+    weights = {s.id: s.weight for s in symptoms if s.weight > 0}
+    evidence_only = {s.id for s in symptoms if s.match is None and not s.observed}
+    state = State(kb, weights, facts, evidence_only=evidence_only)
     asked = 0
     while asker is not None and asked < max_questions:
         questions = open_questions(state)
@@ -184,7 +287,5 @@ def diagnose(kb: KnowledgeBase, weights: Mapping[str, float], observations: Obse
             state.unknown.add(question.fact)
         else:
             state.facts[question.fact] = Fact(question.fact, value, "user")
-    symptoms = sorted((SymptomMatch(sid, kb.symptoms[sid].title, w) for sid, w in state.weights.items()),
-                      key=lambda s: -s.score)
     return Diagnosis(query, list(observations.artifacts), list(observations.findings), symptoms,
                      rank(state), open_questions(state), dict(observations.attachments))

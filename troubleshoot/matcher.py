@@ -10,6 +10,8 @@ Two signals, both explainable:
   aliases discounted, and an alias pasted verbatim inside a long error text counting fully.
 
 Scores are in [0, 1]; the caller decides what is a match (MIN_SCORE) and what is ambiguous.
+``SymptomMatcher.verdict`` says how far to trust the best one: off-topic, weak, or a match
+(thresholds measured in docs/knowledge-format.md, "How sure the match is").
 """
 from __future__ import annotations
 
@@ -30,6 +32,9 @@ TYPO_CUTOFF = 84          # rapidfuzz ratio for snapping an unknown word to a kn
 PASTED_DISCOUNT = 0.9     # an alias found (fuzzily) inside a longer report
 MAX_MATCH_CHARS = 8000    # a longer paste is matched on its head and tail (docs/resource-policy.md)
 CAUSE_TEXT_WEIGHT = 0.3   # words from cause titles count less than alias words
+WEAK_MATCH = 0.35         # below this best score the match is only a guess: show candidates, ask
+ANCHOR_SHARE = 0.4        # off-topic: no query word has this share of the highest idf (a word of one symptom)
+MIN_KNOWN_SHARE = 0.5     # weak: fewer of the query's English words than this are known words
 TYPICAL_SHARE_SCALE = 4   # a word in a quarter of a symptom's aliases gets the full weight
 
 STOPWORDS = frozenset("""
@@ -128,6 +133,23 @@ class SymptomMatcher:
             results.append(Match(entry.id, entry.title, round(score, 4), words, phrase, alias))
         results.sort(key=lambda m: (-m.score, m.id))
         return results[:limit] if limit else results
+
+    def verdict(self, query: str, matches: list[Match]) -> str:
+        """'off-topic', 'weak' or 'match' for the best of ``matches`` (from ``match(query)``).
+
+        Off-topic: the best score is under MIN_SCORE, or no word of the query is itself a
+        distinctive known word (typo snapping turns 'bread' into 'read'; this does not count).
+        Weak: the best score is under WEAK_MATCH, or most of its English words are unknown."""
+        words = list(dict.fromkeys(tokens(query)))
+        exact = [w for w in words if w in self.idf]
+        anchor = ANCHOR_SHARE * math.log(1 + len(self.entries))
+        if not matches or matches[0].score < MIN_SCORE or max((self.idf[w] for w in exact), default=0) < anchor:
+            return "off-topic"
+        latin = [w for w in words if w.isascii()]
+        unknown_words = len(latin) >= 2 and sum(w in self.idf for w in latin) < MIN_KNOWN_SHARE * len(latin)
+        if matches[0].score < WEAK_MATCH or unknown_words:
+            return "weak"
+        return "match"
 
     @staticmethod
     def _phrase(norm: str, entry: _Entry) -> tuple[float, str]:

@@ -196,8 +196,13 @@ def split_template(text: str) -> list[tuple[str, str, str]]:
 def render_template(text: str, facts: Mapping[str, Any]) -> tuple[str, set[str]]:
     """Fill {{ expr :fmt }} slots; returns the text and the facts still needed to compute it.
 
-    >>> render_template("use {{ sqrt(2/(5*h)) :.5f }}", {"h": 11600})[0]
+    A slot that needs an unknown fact shows it as a placeholder a user can see is not a value
+    (``checkpoint-<ROLLBACK_ITERATION>``), never as the fact's dotted name.
+
+    >>> render_template("use {{ sqrt(2/(5*h.size)) :.5f }}", {"h.size": 11600})[0]
     'use 0.00587'
+    >>> render_template("divide {{ train.lr/5 :.1e }}", {})
+    ('divide <LR>/5', {'train.lr'})
     """
     pieces, missing = [], set()
     for literal, source, fmt in split_template(text):
@@ -209,12 +214,36 @@ def render_template(text: str, facts: Mapping[str, Any]) -> tuple[str, set[str]]
             value = expr.evaluate(facts)
             pieces.append(format(value, fmt) if fmt else _plain(value))
         except Unknown:
-            need = sorted(f for f in expr.facts if facts.get(f) is None)
-            missing.update(need)
-            pieces.append(f"{source}")
+            missing.update(f for f in expr.facts if facts.get(f) is None)
+            pieces.append(with_placeholders(source, expr.facts, facts))
         except (ExprError, ValueError) as err:
             pieces.append(f"{source} (cannot compute: {err})")
     return "".join(pieces), missing
+
+
+def placeholder(fact: str) -> str:
+    """``logs.rollback_iteration`` -> ``<ROLLBACK_ITERATION>``: what a user replaces in a command."""
+    return f"<{fact.rpartition('.')[2].upper()}>"
+
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
+
+
+def with_placeholders(source: str, names: set[str], facts: Mapping[str, Any]) -> str:
+    """The expression with each fact name replaced: known ones by their value, unknown ones by a
+    placeholder (the whole name, ``<TRAIN_LR>``, only where two facts would share one)."""
+    unknown = sorted(n for n in names if facts.get(n) is None)
+    shared = {placeholder(n) for n in unknown if sum(placeholder(m) == placeholder(n) for m in unknown) > 1}
+
+    def swap(match: re.Match) -> str:
+        name = match.group(0)
+        if name not in names:
+            return name
+        if facts.get(name) is not None:
+            return _plain(facts[name])
+        mark = placeholder(name)
+        return f"<{name.replace('.', '_').upper()}>" if mark in shared else mark
+    return _NAME.sub(swap, source).strip()
 
 
 def _plain(value: Any) -> str:

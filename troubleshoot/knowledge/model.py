@@ -20,6 +20,7 @@ class FactSpec:
     choices: list[str] = field(default_factory=list)
     unit: str = ""
     file: str = ""
+    defined_when: Expr | None = None  # outside it the fact has no value to ask for (no NaN: no NaN step)
 
     def parse(self, raw: str) -> Any:
         """Turn a typed answer ('yes', '11600', 'bf16') into a value; ValueError if it is not one."""
@@ -112,6 +113,9 @@ class Symptom:
     checks: list[Check] = field(default_factory=list)
     causes: list[Cause] = field(default_factory=list)
     file: str = ""
+    # Any one holding is enough; a list, since an unknown fact makes a whole `a or b` unknown.
+    observed_when: list[Expr] = field(default_factory=list)      # it happened (a NaN in the log)
+    contradicted_when: list[Expr] = field(default_factory=list)  # it did not (a log with no NaN)
 
     def all_aliases(self) -> list[str]:
         return [self.title, *(a for group in self.aliases.values() for a in group)]

@@ -90,6 +90,13 @@ def unknown_facts(kb: KnowledgeBase) -> list[Problem]:
             for j, ev in enumerate(cause.evidence):
                 for name in sorted(ev.when.facts - kb.facts.keys()):
                     out.append(Problem(s.file, ev.line, f"{cause.id}.evidence[{j}].when", f"unknown fact '{name}'"))
+        for key in ("observed_when", "contradicted_when"):
+            for expr in getattr(s, key):
+                for name in sorted(expr.facts - kb.facts.keys()):
+                    out.append(Problem(s.file, 0, key, f"unknown fact '{name}'"))
+    for spec in kb.facts.values():
+        for name in sorted(spec.defined_when.facts - kb.facts.keys()) if spec.defined_when else ():
+            out.append(Problem(spec.file, 0, f"{spec.name}.defined_when", f"unknown fact '{name}'"))
     for fix in kb.fixes.values():
         for j, step in enumerate(fix.steps):
             for _, source, _ in split_template(step):
@@ -244,7 +251,27 @@ def _add_fact(doc: Located, path: tuple, name: str, spec: Any, kb: KnowledgeBase
         problems.append(doc.problem(path + ("<key>",), f"duplicate fact '{name}' (first defined in {kb.facts[name].file})"))
         return
     kb.facts[name] = FactSpec(name, spec["type"], spec["description"], spec["choices"],
-                              spec.get("unit", ""), doc.file)
+                              spec.get("unit", ""), doc.file,
+                              _read_expr(doc, path + ("defined_when",), spec.get("defined_when"), problems))
+
+
+def _read_exprs(doc: Located, key: str, data: dict, problems: list[Problem]) -> list[Expr]:
+    """``key: expr`` or ``key: [expr, ...]`` (any one holding counts)."""
+    raw = data.get(key) or []
+    items = [raw] if isinstance(raw, str) else schema.check_strings(doc, (key,), raw, "an expression", problems)
+    exprs = [_read_expr(doc, (key, i), item, problems) for i, item in enumerate(items)]
+    return [e for e in exprs if e is not None]
+
+
+def _read_expr(doc: Located, path: tuple, source: str | None, problems: list[Problem]) -> Expr | None:
+    """An optional expression field; a bad one is a problem naming the field, and reads as absent."""
+    if not source:
+        return None
+    try:
+        return Expr(source, check=not doc.validated)
+    except ExprError as err:
+        problems.append(doc.problem(path, str(err)))
+        return None
 
 
 def _read_fact_file(doc: Located, kb: KnowledgeBase, problems: list[Problem]) -> None:
@@ -270,7 +297,9 @@ def _read_symptom(doc: Located, stem: str, kb: KnowledgeBase, problems: list[Pro
     for name, spec in (data.get("facts") or {}).items():
         _add_fact(doc, ("facts", name), name, spec, kb, problems)
     symptom = Symptom(sid, str(data.get("title", "")), str(data.get("summary", "")),
-                      _read_aliases(doc, data.get("aliases"), problems), file=doc.file)
+                      _read_aliases(doc, data.get("aliases"), problems), file=doc.file,
+                      observed_when=_read_exprs(doc, "observed_when", data, problems),
+                      contradicted_when=_read_exprs(doc, "contradicted_when", data, problems))
     for i, raw in enumerate(data.get("checks") or []):
         raw = schema.check_fields(doc, ("checks", i), raw, schema.CHECK, problems)
         if raw is not None and raw.get("fact") and raw.get("ask"):

@@ -20,7 +20,9 @@ FIX_ID = re.compile(r"^fix-[a-z0-9]+(-[a-z0-9]+)*$")
 SYMPTOM = {"id": (str, True, "the symptom id (= file name)"), "title": (str, True, "a title"),
            "summary": (str, True, "a summary"), "aliases": (dict, True, "a mapping en/zh/errors -> list"),
            "facts": (dict, False, "a mapping of fact name -> spec"), "checks": (list, False, "a list of checks"),
-           "causes": (list, True, "a list of causes"), "fixes": (list, False, "a list of fixes")}
+           "causes": (list, True, "a list of causes"), "fixes": (list, False, "a list of fixes"),
+           "observed_when": ((str, list), False, "an expression over facts, or a list of them"),
+           "contradicted_when": ((str, list), False, "an expression over facts, or a list of them")}
 CHECK = {"fact": (str, True, "a fact name"), "ask": (str, True, "the question"), "how": (str, False, "text"),
          "probe": (str, False, "an llmfix command"), "cost": (int, False, "an integer 1..5 (1 = read a file, 5 = rerun training)"),
          "after": (str, False, "a fact name")}
@@ -36,7 +38,8 @@ FIX = {"id": (str, True, "a fix id fix-..."), "title": (str, True, "a title"),
        "did_not_work": (list, False, "a list of {text, sources}")}
 ATTEMPT = {"text": (str, True, "text"), "sources": (list, True, "a list of sources")}
 FACT = {"type": (str, True, "bool, number, choice or text"), "description": (str, True, "text"),
-        "choices": (list, False, "a list of choices"), "unit": (str, False, "text")}
+        "choices": (list, False, "a list of choices"), "unit": (str, False, "text"),
+        "defined_when": (str, False, "an expression over facts")}
 ALIAS_GROUPS = ("en", "zh", "errors")
 MAX_COST = 5
 

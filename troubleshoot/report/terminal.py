@@ -2,24 +2,34 @@
 
 Sample (``llmfix ask --no-input "loss went nan" --answer data.mask.binary=no``)::
 
-    Symptom: nan-loss  Loss becomes NaN or Inf  (match 0.91)
+    Symptom: nan-loss  Loss becomes NaN or Inf  (match 0.83; evidence 0.81)
+    Symptom: mask-error  Attention mask or label mask is wrong  (evidence 0.85)
 
-    1. nan-loss.invalid-mask  Attention mask is not binary  [confirmed 0.99]
-       why: prior 0.10 × 30 (data.mask.binary = False) → 0.77
-       fix: Build the attention mask as 0/1 with 1 = keep
-         - Convert with `attention_mask = (attention_mask > 0).long()`.
-         sources: https://github.com/Oneflow-Inc/libai/blob/main/docs/source/notes/FAQ.md
+    1. nan-loss.invalid-mask  Attention mask is not binary (or is inverted)  [confirmed 0.81]
+       why: prior 0.08 × 50 (data.mask.binary = False) → 0.81
+            A mask value other than 0/1 reaches the model. (data.mask.binary from user)
+       fix: Pass a 0/1 attention mask with 1 = keep
+         - Convert before calling the model: `attention_mask = (attention_mask > 0).long()`; ...
     ...
+    5. nan-loss.lr-too-high  Learning rate too high for this model and batch  [untested 0.18]
+       why: prior 0.18 → 0.18  (untested: no evidence yet)
+       fix: Lower the learning rate step by step (and warm up)
+         - Divide the learning rate by 5 ...: `<LR>/5`; ...
+         (to fill in <LR>: --answer train.lr=VALUE)
     More: llmfix kb show nan-loss.invalid-mask
+
+A cause still at its prior says ``untested``; only causes that evidence took below 0.05 are listed
+under "Ruled out" (docs/knowledge-format.md).
 """
 from __future__ import annotations
 
 import click
 
-from ..diagnosis import Diagnosis, RankedCause
+from ..diagnosis import Diagnosis, RankedCause, SymptomMatch
 from .timeline import timeline_lines
 
-STATUS_COLOUR = {"confirmed": "red", "likely": "yellow", "possible": "white", "ruled-out": "bright_black"}
+STATUS_COLOUR = {"confirmed": "red", "likely": "yellow", "possible": "white", "untested": "white",
+                 "ruled-out": "bright_black"}
 SEVERITY_COLOUR = {"error": "red", "warning": "yellow", "info": "bright_black"}
 
 
@@ -37,9 +47,11 @@ def render(diag: Diagnosis, top: int = 5, fixes_per_cause: int = 2) -> str:
             lines.append(f"  {sev} {f.where:<{width}}  {f.id}  {f.message}")
         lines.append("")
     lines += [f"  {row}" if row else row for row in timeline_lines(diag.attachments)]
+    if diag.weak_match:
+        lines.append("The match is weak: your words fit no symptom well. Closest candidates "
+                     "(describe what you see in other words, e.g. the log line or error):")
     for s in diag.symptoms[:3]:
-        how = "match" if diag.query else "evidence"
-        lines.append(click.style(f"Symptom: {s.id}", bold=True) + f"  {s.title}  ({how} {s.score:.2f})")
+        lines.append(click.style(f"Symptom: {s.id}", bold=True) + f"  {s.title}  ({_basis(s)})")
     if diag.symptoms:
         lines.append("")
     shown = [c for c in diag.causes if c.status != "ruled-out"][:top]
@@ -64,10 +76,23 @@ def render(diag: Diagnosis, top: int = 5, fixes_per_cause: int = 2) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def _basis(s: SymptomMatch) -> str:
+    """Why the symptom is listed: 'match 0.83', 'seen in the artifacts', 'not observed ...'."""
+    if s.observed is False:
+        return f"match {s.match:.2f}; not observed: the artifacts contradict it, so its causes are left out"
+    parts = [f"match {s.match:.2f}" if s.match is not None else "",
+             "seen in the artifacts" if s.observed else "",
+             f"evidence {s.implied:.2f}" if s.implied is not None and not s.observed else ""]
+    return "; ".join(p for p in parts if p)
+
+
 def _cause(rank: int, cause: RankedCause, fixes_per_cause: int) -> list[str]:
     label = click.style(f"[{cause.status} {cause.score:.2f}]", fg=STATUS_COLOUR[cause.status])
+    why = cause.explain() + ("  (untested: no evidence yet)" if cause.status == "untested" else "")
     lines = [click.style(f"{rank}. {cause.id}", bold=True) + f"  {cause.title}  {label}",
-             f"   why: {cause.explain()}"]
+             f"   why: {why}"]
+    if cause.same_fault:
+        lines.append(f"   the same fault as: {', '.join(cause.same_fault)}")
     said = set()
     for ev in cause.evidence:
         if ev.holds and ev.says and ev.condition not in said:
@@ -77,7 +102,8 @@ def _cause(rank: int, cause: RankedCause, fixes_per_cause: int) -> list[str]:
         lines.append(f"   fix: {fix.title}")
         lines += [f"     - {step}" for step in fix.steps]
         if fix.needs:
-            lines.append(f"     (answer {', '.join(fix.needs)} to compute the numbers above)")
+            fill = ", ".join(f"{fix.placeholders.get(f, f)}: --answer {f}=VALUE" for f in fix.needs)
+            lines.append(f"     (to fill in {fill})")
         lines.append(click.style(f"     sources: {'; '.join(fix.sources)}", fg="bright_black"))
     if len(cause.fixes) > fixes_per_cause:
         lines.append(f"   (+{len(cause.fixes) - fixes_per_cause} more fixes: llmfix kb show {cause.id})")

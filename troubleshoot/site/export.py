@@ -131,7 +131,9 @@ def fact_spec(kb: KnowledgeBase, name: str) -> dict:
     spec = kb.facts.get(name)
     if spec is None:
         return {"type": "text", "description": "", "choices": [], "unit": ""}
-    return {"type": spec.type, "description": spec.description, "choices": spec.choices, "unit": spec.unit}
+    defined = expr_tree(spec.defined_when.source) if spec.defined_when else None
+    return {"type": spec.type, "description": spec.description, "choices": spec.choices, "unit": spec.unit,
+            "defined_when": defined}
 
 
 def symptom_data(kb: KnowledgeBase, symptom: Symptom, urls: dict[str, str]) -> dict:

@@ -23,7 +23,7 @@ from typing import Any, Callable
 from markdown_it import MarkdownIt
 from markupsafe import Markup, escape
 
-from ..knowledge.expr import ExprError, split_template
+from ..knowledge.expr import Expr, ExprError, split_template, with_placeholders
 from .export import expr_tree
 
 _SLUG_DROP = re.compile(r"[^\w\u3400-\u9fff -]", re.U)
@@ -166,12 +166,13 @@ class Markdown:
 
 
 def calc_span(source: str, fmt: str, in_code: bool = False) -> Markup:
-    """``<span class="calc">`` holding the parsed expression; it shows the source until computed."""
+    """``<span class="calc">`` holding the parsed expression; until computed it shows the
+    expression with placeholders for the facts it needs (``sqrt(2/(5*<HIDDEN_SIZE>))``)."""
     try:
         tree = json.dumps(expr_tree(source), separators=(",", ":"), allow_nan=False)
     except (ExprError, ValueError):
         return Markup("{{{{ {} }}}}").format(source)
-    inner = Markup("{}" if in_code else "<code>{}</code>").format(source)
+    inner = Markup("{}" if in_code else "<code>{}</code>").format(with_placeholders(source, Expr(source).facts, {}))
     return Markup('<span class="calc" data-expr="{}" data-fmt="{}" data-src="{}">{}</span>').format(
         tree, fmt, source, inner)
 

@@ -665,11 +665,27 @@
       return { text: slot.fmt ? pyFormat(value, slot.fmt) : plain(value), computed: true };
     } catch (err) {
       if (err instanceof Unknown) {
-        return { text: slot.src, missing: slot.facts.filter(function (f) { var v = facts.get(f); return !v || v.t === "none"; }) };
+        var missing = slot.facts.filter(function (f) { var v = facts.get(f); return !v || v.t === "none"; });
+        return { text: withPlaceholders(slot.src, slot.facts, missing, facts), missing: missing };
       }
       if (err instanceof ExprError) return { text: slot.src + " (cannot compute: " + err.message + ")", error: true };
       throw err;
     }
+  }
+
+  // expr.placeholder() / with_placeholders(): unknown facts read <NAME>, known ones their value
+  function placeholder(fact) { return "<" + fact.slice(fact.lastIndexOf(".") + 1).toUpperCase() + ">"; }
+
+  function withPlaceholders(src, names, missing, facts) {
+    var shared = new Set(missing.filter(function (n) {
+      return missing.filter(function (m) { return placeholder(m) === placeholder(n); }).length > 1;
+    }).map(placeholder));
+    return src.replace(/[A-Za-z_][A-Za-z0-9_.]*/g, function (name) {
+      if (names.indexOf(name) < 0) return name;
+      if (missing.indexOf(name) < 0) return plain(facts.get(name));
+      var mark = placeholder(name);
+      return shared.has(mark) ? "<" + name.replace(/\./g, "_").toUpperCase() + ">" : mark;
+    }).trim();
   }
 
   // ------------------------------------------------------------------ engine.py
@@ -691,22 +707,30 @@
     return { score: odds / (1 + odds), lines: lines, confirmed: confirmed };
   }
 
-  function statusOf(score, confirmed, consts) {
+  // status_of(): untested until a factor other than 1 applied; ruled-out only when the factors
+  // below 1 are what put the posterior under RULED_OUT; likely from the score shown
+  function statusOf(prior, lines, confirmed, posterior, weight, consts) {
     if (confirmed) return "confirmed";
-    if (score < consts.RULED_OUT) return "ruled-out";
-    return score >= consts.LIKELY ? "likely" : "possible";
+    var byItem = new Map();                     // one factor per evidence item (applied_factors)
+    lines.forEach(function (l) { byItem.set(l.src, l.factor); });
+    var factors = Array.from(byItem.values()).filter(function (f) { return f !== 1; });
+    if (!factors.length) return "untested";
+    var supported = prior / (1 - prior);
+    factors.forEach(function (f) { if (f > 1) supported *= f; });
+    if (posterior < consts.RULED_OUT && consts.RULED_OUT <= supported / (1 + supported)) return "ruled-out";
+    return posterior * weight >= consts.LIKELY ? "likely" : "possible";
   }
 
-  function rank(symptom, facts, weight) {
+  function rank(symptom, facts, weight) {        // sorted by the score shown: weight × posterior
     weight = weight === undefined ? 1.0 : weight;
     var ranked = symptom.causes.map(function (cause) {
-      var s = scoreCause(cause, facts);
-      return { key: s.score * weight, id: cause.id, cause: cause, score: s.score, lines: s.lines,
-               status: statusOf(s.score, s.confirmed, symptom.consts) };
+      var s = scoreCause(cause, facts), score = s.score * weight;
+      return { id: cause.id, cause: cause, score: score, posterior: s.score, weight: weight, lines: s.lines,
+               status: statusOf(cause.prior, s.lines, s.confirmed, s.score, weight, symptom.consts) };
     });
     ranked.sort(function (a, b) {
       var ca = a.status === "confirmed" ? 1 : 0, cb = b.status === "confirmed" ? 1 : 0;
-      return (cb - ca) || (b.key - a.key) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+      return (b.score - a.score) || (cb - ca) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
     });
     return ranked;
   }
@@ -719,6 +743,7 @@
     var best = new Map();
     symptom.checks.forEach(function (check) {
       if (known.has(check.fact) || (check.after && !facts.has(check.after))) return;
+      if (undefinedFact(symptom.facts[check.fact], facts)) return;
       var value = weight * movement(symptom, check.fact, posteriors, known);
       var current = best.get(check.fact);
       if (current === undefined || value > current.value) best.set(check.fact, { fact: check.fact, check: check, value: value });
@@ -731,6 +756,16 @@
       return (rb - ra) || (symptom.cost[a.fact] - symptom.cost[b.fact]) || (a.fact < b.fact ? -1 : a.fact > b.fact ? 1 : 0);
     });
     return questions;
+  }
+
+  function undefinedFact(spec, facts) {         // engine._undefined(): defined_when is false
+    if (!spec || !spec.defined_when) return false;
+    try {
+      return !truthy(evaluate(spec.defined_when, facts));
+    } catch (err) {
+      if (err instanceof Unknown || err instanceof ExprError) return false;
+      throw err;
+    }
   }
 
   function movement(symptom, fact, posteriors, known) {
@@ -773,7 +808,7 @@
     normalize: normalize, tokens: tokens, stem: stem, lcs: lcs, ratio: ratio, tokenSortRatio: tokenSortRatio,
     partialRatio: partialRatio,
     Matcher: Matcher, V: V, evaluate: evaluate, truthy: truthy, Unknown: Unknown, ExprError: ExprError,
-    pyFormat: pyFormat, pyStr: pyStr, floatRepr: floatRepr, computeSlot: computeSlot,
+    pyFormat: pyFormat, pyStr: pyStr, floatRepr: floatRepr, computeSlot: computeSlot, placeholder: placeholder,
     scoreCause: scoreCause, statusOf: statusOf, rank: rank, openQuestions: openQuestions, parseAnswer: parseAnswer
   };
   root.LLMFIX = api;
