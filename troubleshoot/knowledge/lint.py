@@ -4,7 +4,8 @@ Catches unknown facts / causes / fixes, duplicate ids (at load), unreachable che
 cycles, causes without fixes, fixes without sources, symptoms without an article, articles
 without their fixed sections, contract ids from DESIGN.md that are missing, and breaks of the
 rules <-> probes contract: a check whose ``probe:`` hint no probe can answer, a fact two probes
-publish with no merge rule.
+publish with no merge rule, a finding id the code reports that rules/_findings.yaml does not
+explain (when the tree has that catalogue) and a catalogue entry no code reports.
 """
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ from .schema import Problem
 def lint(root: Path | None = None) -> list[Problem]:
     root = root or knowledge_root()
     kb, problems = load_with_problems(root)
-    for check in (_facts_known, _references, _reachable_checks, _after_cycles, _articles, _contracts, _probe_contract):
+    for check in (_facts_known, _references, _reachable_checks, _after_cycles, _articles, _contracts, _probe_contract,
+                  _findings_catalogued):
         problems.extend(check(kb))
     return problems
 
@@ -135,4 +137,19 @@ def _probe_contract(kb: KnowledgeBase) -> list[Problem]:
             if check.probe and check.fact not in producers:
                 out.append(Problem(s.file, check.line, f"checks[{i}].probe", f"no probe publishes '{check.fact}': "
                                    "drop the hint or make a probe publish it (and list it in its PUBLISHES)"))
+    return out
+
+
+def _findings_catalogued(kb: KnowledgeBase) -> list[Problem]:
+    from .read import FINDINGS_FILE
+    from .reported import finding_ids
+
+    if not kb.findings:
+        return []  # a knowledge tree of one's own may leave the catalogue out
+    file = next(iter(kb.findings.values())).file
+    reported = finding_ids()
+    out = [Problem(file, 0, fid, f"finding id reported by troubleshoot/{where} has no entry in rules/{FINDINGS_FILE}")
+           for fid, where in sorted(reported.items()) if fid not in kb.findings]
+    out += [Problem(f.file, f.line, fid, "no code reports this finding id any more")
+            for fid, f in sorted(kb.findings.items()) if fid not in reported]
     return out

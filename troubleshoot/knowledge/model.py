@@ -43,6 +43,17 @@ class FactSpec:
 
 
 @dataclass
+class FindingSpec:
+    """A finding id a probe can report (rules/_findings.yaml): what it is called and what it means."""
+
+    id: str
+    title: str
+    explanation: str
+    file: str = ""
+    line: int = 0
+
+
+@dataclass
 class Check:
     fact: str
     ask: str
@@ -125,14 +136,16 @@ class KnowledgeBase:
     fixes: dict[str, Fix] = field(default_factory=dict)
     facts: dict[str, FactSpec] = field(default_factory=dict)
     articles: dict[str, Article] = field(default_factory=dict)
+    findings: dict[str, FindingSpec] = field(default_factory=dict)
     fingerprint: str = ""  # changes with any edit of rules/ or kb/; keys derived caches
 
     def checks_for(self, fact: str) -> list[Check]:
         return [c for s in self.symptoms.values() for c in s.checks if c.fact == fact]
 
-    def lookup(self, id: str) -> Symptom | Cause | Fix | FactSpec | Article | None:
-        """Any id a user may type after `llmfix kb show`."""
-        for table in (self.symptoms, self.causes, self.fixes, self.facts, self.articles):
+    def lookup(self, id: str) -> Symptom | Cause | Fix | FactSpec | FindingSpec | Article | None:
+        """Any id a user may type after `llmfix kb show` (a fact and a finding may share an id: the
+        fact's view shows the finding too)."""
+        for table in (self.symptoms, self.causes, self.fixes, self.facts, self.findings, self.articles):
             if id in table:
                 return table[id]
         return None

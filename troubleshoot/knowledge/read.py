@@ -18,10 +18,11 @@ from typing import Any, Callable
 from ..errors import LlmfixError
 from . import schema
 from .expr import Expr, ExprError, split_template
-from .model import (Article, Cause, Check, Evidence, FactSpec, Fix, FixAttempt, KnowledgeBase,
+from .model import (Article, Cause, Check, Evidence, FactSpec, FindingSpec, Fix, FixAttempt, KnowledgeBase,
                     Symptom)
 from .schema import Located, Problem
 
+FINDINGS_FILE = "_findings.yaml"  # the catalogue of finding ids, beside the symptom files
 FRONT_MATTER = re.compile(r"\A---\n(.*?)\n---\n", re.S)
 
 
@@ -55,9 +56,11 @@ def load(root: str | None = None, strict: bool = True) -> KnowledgeBase:
 def load_with_problems(root: Path) -> tuple[KnowledgeBase, list[Problem]]:
     kb, problems = KnowledgeBase(), []
     rules = root / "rules"
-    fact_files, rule_files = sorted((rules / "_facts").glob("*.yaml")), sorted(rules.glob("*.yaml"))
+    fact_files = sorted((rules / "_facts").glob("*.yaml"))
+    rule_files = sorted(p for p in rules.glob("*.yaml") if not p.name.startswith("_"))
+    finding_files = [p for p in (rules / FINDINGS_FILE,) if p.is_file()]
     articles = sorted((root / "kb").glob("*.md"))
-    cache = ParseCache(root, fact_files + rule_files + articles)
+    cache = ParseCache(root, fact_files + rule_files + finding_files + articles)
     kb.fingerprint = cache.fingerprint
     for path in fact_files:
         doc = cache.parse(path, problems)
@@ -67,6 +70,10 @@ def load_with_problems(root: Path) -> tuple[KnowledgeBase, list[Problem]]:
         doc = cache.parse(path, problems)
         if doc is not None:
             _read_symptom(doc, path.stem, kb, problems)
+    for path in finding_files:
+        doc = cache.parse(path, problems)
+        if doc is not None:
+            _read_findings(doc, kb, problems)
     for path in articles:
         _read_article(path, root, kb, problems, cache)
     cache.save(problems)
@@ -190,6 +197,20 @@ def _read_fact_file(doc: Located, kb: KnowledgeBase, problems: list[Problem]) ->
         return
     for name, spec in doc.data.items():
         _add_fact(doc, (name,), name, spec, kb, problems)
+
+
+def _read_findings(doc: Located, kb: KnowledgeBase, problems: list[Problem]) -> None:
+    if not isinstance(doc.data, dict):
+        problems.append(doc.problem((), "expected a mapping of finding id -> {title, explanation}"))
+        return
+    for fid, spec in doc.data.items():
+        if not schema.FACT_NAME.match(str(fid)):
+            problems.append(doc.problem((fid, "<key>"), f"finding id '{fid}' must be dotted lower_snake, "
+                                        "e.g. data.mask.non_binary"))
+        elif schema.check_fields(doc, (fid,), spec, schema.FINDING, problems) and all(
+                isinstance(spec.get(k), str) for k in schema.FINDING):
+            kb.findings[fid] = FindingSpec(fid, spec["title"].strip(), spec["explanation"].strip(), doc.file,
+                                           doc.line((fid,)))
 
 
 def _read_symptom(doc: Located, stem: str, kb: KnowledgeBase, problems: list[Problem]) -> None:

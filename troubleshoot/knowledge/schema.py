@@ -36,6 +36,7 @@ FIX = {"id": (str, True, "a fix id fix-..."), "title": (str, True, "a title"),
 ATTEMPT = {"text": (str, True, "text"), "sources": (list, True, "a list of sources")}
 FACT = {"type": (str, True, "bool, number, choice or text"), "description": (str, True, "text"),
         "choices": (list, False, "a list of choices"), "unit": (str, False, "text")}
+FINDING = {"title": (str, True, "a title"), "explanation": (str, True, "what it means")}
 ALIAS_GROUPS = ("en", "zh", "errors")
 
 

@@ -217,15 +217,16 @@ def _special_tokens(ckpt: Checkpoint, tok_size: int | None, obs: Observations) -
             obs.find("config.special_token_unknown", "warning", f"{d.role}_token {d.text!r} in {d.source} is not "
                      "in the tokenizer's vocabulary or added tokens", d.source, d.text)
     _eos(sources["eos"], labels, obs)
-    for kind in ("bos", "pad"):
+    for kind, fact, finding in (("bos", "model.bos_mismatch", "config.bos_mismatch"),
+                                ("pad", "model.pad_mismatch", "config.pad_mismatch")):
         found = sources[kind]
         if len(found) < 2:
             continue
         names = list(found)
         disjoint = any(not set(found[a]) & set(found[b]) for i, a in enumerate(names) for b in names[i + 1:])
-        obs.fact({"bos": "model.bos_mismatch", "pad": "model.pad_mismatch"}[kind], disjoint, SOURCE, ", ".join(names))
+        obs.fact(fact, disjoint, SOURCE, ", ".join(names))
         if disjoint:
-            obs.find(f"config.{kind}_mismatch", "warning", f"{kind}_token_id disagrees: {_listing(found, kind, labels)}",
+            obs.find(finding, "warning", f"{kind}_token_id disagrees: {_listing(found, kind, labels)}",
                      "generation_config.json" if "generation_config.json" in found else names[-1],
                      {n: sorted(ids) for n, ids in found.items()})
     eos = {i for ids in sources["eos"].values() for i in ids}
