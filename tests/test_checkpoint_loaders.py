@@ -4,10 +4,10 @@ from __future__ import annotations
 import json
 import warnings
 
+import ckptfactory as F
 import pytest
 import torch
 
-import ckptfactory as F
 from troubleshoot.errors import ArtifactError
 from troubleshoot.loaders import checkpoint, detect
 from troubleshoot.loaders.checkpoint import iter_weights, open_checkpoint, weight_shapes
@@ -134,7 +134,7 @@ def test_streamed_tensors_are_private_copies(art, tmp_path_factory):
     """Tensors come from copy-on-write maps: writing to one never reaches the file."""
     f = F.copy(art("gpt2-safetensors"), tmp_path_factory, "cow") / "model.safetensors"
     before = f.read_bytes()
-    for name, t in iter_safetensors(f):
+    for _, t in iter_safetensors(f):
         t.add_(1.0)
     assert f.read_bytes() == before
     infos = list_safetensors(f)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import random
 
+import logfactory as LF
 import pytest
 
-import logfactory as LF
 from troubleshoot.loaders import detect
 from troubleshoot.observations import Artifact
 from troubleshoot.probes import ProbeContext

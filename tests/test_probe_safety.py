@@ -5,10 +5,10 @@ import hashlib
 import os
 import warnings
 
+import ckptfactory as F
 import pytest
 import torch
 
-import ckptfactory as F
 from troubleshoot.errors import ArtifactError, UnsafePickleError
 from troubleshoot.loaders import detect
 from troubleshoot.loaders.checkpoint import open_checkpoint

@@ -19,7 +19,6 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
 from test_site_build import AGREEMENT_JS, agreement_cases, build_site, compare_agreement, mini_kb, shipped_or_skip
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")

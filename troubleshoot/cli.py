@@ -282,7 +282,8 @@ def site_build(out: str) -> None:
 
 @site.command("serve")
 @click.option("--port", default=8000, show_default=True)
-@click.option("--dir", "directory", type=click.Path(file_okay=False), help="Serve this built site instead of building one.")
+@click.option("--dir", "directory", type=click.Path(file_okay=False),
+              help="Serve this built site instead of building one.")
 def site_serve(port: int, directory: str | None) -> None:
     """Build the site into a temporary folder and serve it on localhost."""
     from .site.build import serve

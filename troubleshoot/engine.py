@@ -15,11 +15,11 @@ already known or that the user could not answer.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
-from .diagnosis import (Diagnosis, EvidenceLine, Question, RankedCause, RenderedFix,
-                        SymptomMatch)
+from .diagnosis import Diagnosis, EvidenceLine, Question, RankedCause, RenderedFix, SymptomMatch
 from .knowledge.expr import ExprError, Unknown, render_template
 from .knowledge.model import Cause, Check, KnowledgeBase
 from .observations import Fact, Observations

@@ -12,8 +12,9 @@ from __future__ import annotations
 import ast
 import math
 import operator
+from collections.abc import Callable, Mapping
 from functools import cached_property
-from typing import Any, Callable, Mapping
+from typing import Any
 
 FUNCTIONS: dict[str, Callable[..., Any]] = {
     "sqrt": math.sqrt, "log": math.log, "log2": math.log2, "exp": math.exp,

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from .. import contracts
 from .expr import Expr, split_template
-from .read import knowledge_root, load_with_problems
 from .model import KnowledgeBase
+from .read import knowledge_root, load_with_problems
 from .schema import Problem
 
 
@@ -33,7 +33,8 @@ def _facts_known(kb: KnowledgeBase) -> list[Problem]:
         for i, check in enumerate(s.checks):
             for name in filter(None, (check.fact, check.after)):
                 if name not in kb.facts:
-                    out.append(Problem(s.file, check.line, f"checks[{i}]", f"unknown fact '{name}' (register it in rules/_facts/ or facts:)"))
+                    out.append(Problem(s.file, check.line, f"checks[{i}]",
+                                       f"unknown fact '{name}' (register it in rules/_facts/ or facts:)"))
         for cause in s.causes:
             for j, ev in enumerate(cause.evidence):
                 for name in sorted(ev.when.facts - kb.facts.keys()):
@@ -42,7 +43,8 @@ def _facts_known(kb: KnowledgeBase) -> list[Problem]:
         for j, step in enumerate(fix.steps):
             for _, source, _ in split_template(step):
                 for name in sorted(Expr(source).facts - kb.facts.keys()) if source else ():
-                    out.append(Problem(kb.symptoms[fix.symptom].file, fix.line, f"{fix.id}.steps[{j}]", f"unknown fact '{name}'"))
+                    out.append(Problem(kb.symptoms[fix.symptom].file, fix.line, f"{fix.id}.steps[{j}]",
+                                       f"unknown fact '{name}'"))
     return out
 
 
@@ -79,7 +81,8 @@ def _reachable_checks(kb: KnowledgeBase) -> list[Problem]:
     for s in kb.symptoms.values():
         for i, check in enumerate(s.checks):
             if check.fact not in read:
-                out.append(Problem(s.file, check.line, f"checks[{i}]", f"unreachable check: no cause's evidence reads '{check.fact}'"))
+                out.append(Problem(s.file, check.line, f"checks[{i}]",
+                                   f"unreachable check: no cause's evidence reads '{check.fact}'"))
     return out
 
 

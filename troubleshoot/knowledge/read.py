@@ -10,16 +10,15 @@ import importlib.util
 import json
 import os
 import re
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable
-
+from typing import Any
 
 from ..errors import LlmfixError
 from . import schema
 from .expr import Expr, ExprError, split_template
-from .model import (Article, Cause, Check, Evidence, FactSpec, FindingSpec, Fix, FixAttempt, KnowledgeBase,
-                    Symptom)
+from .model import Article, Cause, Check, Evidence, FactSpec, FindingSpec, Fix, FixAttempt, KnowledgeBase, Symptom
 from .schema import Located, Problem
 
 FINDINGS_FILE = "_findings.yaml"  # the catalogue of finding ids, beside the symptom files
@@ -173,7 +172,8 @@ def _parse(path: Path, root: Path, problems: list[Problem]) -> Located | None:
         return None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
-        problems.append(Problem(rel, mark.line + 1 if mark else 0, "", f"YAML syntax error: {getattr(err, 'problem', err)}"))
+        problems.append(Problem(rel, mark.line + 1 if mark else 0, "",
+                                f"YAML syntax error: {getattr(err, 'problem', err)}"))
         return None
     if doc.data is None:
         problems.append(Problem(rel, 1, "", "empty file"))
@@ -185,7 +185,8 @@ def _add_fact(doc: Located, path: tuple, name: str, spec: Any, kb: KnowledgeBase
     if not schema.check_fact_spec(doc, path, name, spec, problems):
         return
     if name in kb.facts:
-        problems.append(doc.problem(path + ("<key>",), f"duplicate fact '{name}' (first defined in {kb.facts[name].file})"))
+        problems.append(doc.problem(path + ("<key>",),
+                                    f"duplicate fact '{name}' (first defined in {kb.facts[name].file})"))
         return
     kb.facts[name] = FactSpec(name, spec["type"], spec["description"], list(spec.get("choices") or []),
                               spec.get("unit", ""), doc.file)

@@ -56,7 +56,7 @@ class Located:
     """A parsed YAML document plus the line of every node, for messages that name the line."""
 
     @classmethod
-    def cached(cls, file: str, data: Any, lines: list) -> "Located":
+    def cached(cls, file: str, data: Any, lines: list) -> Located:
         """Rebuild from what ``to_cache`` saved (JSON keeps int vs str path parts apart)."""
         doc = cls.__new__(cls)
         doc.file, doc.data, doc.validated = file, data, True
@@ -156,7 +156,8 @@ def check_fact_spec(doc: Located, path: tuple, name: str, spec: Any, problems: l
     if not check_fields(doc, path, spec, FACT, problems):
         return False
     if spec.get("type") not in ("bool", "number", "choice", "text"):
-        problems.append(doc.problem(path + ("type",), f"expected bool, number, choice or text, got {spec.get('type')!r}"))
+        problems.append(doc.problem(path + ("type",),
+                                    f"expected bool, number, choice or text, got {spec.get('type')!r}"))
         return False
     if spec["type"] == "choice" and not spec.get("choices"):
         problems.append(doc.problem(path, "a choice fact needs 'choices'"))

@@ -7,11 +7,16 @@ shape from the safetensors header. Publishes the
 
 Sample output and how to read it::
 
-    config.json                     config.initializer_range  warning  initializer_range 0.02 is 3.4x sqrt(2/(5*11600)) = 0.00587 (BLOOM's formula); ...
-    generation_config.json          config.eos_mismatch       error    eos_token_id disagrees: config.json=[2], generation_config.json=[32000], tokenizer_config.json=[2] ('</s>')
-    tokenizer_config.json           config.pad_is_eos         warning  pad token is the EOS token (id 2): collators that mask pad labels also mask every EOS ...
-    model.safetensors:wte.weight    config.vocab_mismatch     error    tokenizer has 50304 ids but the embedding has 50257 rows: ids >= 50257 index out of range
-    latest                          checkpoint.latest_missing error    latest points to 'global_step7000', but no such iteration folder exists
+    config.json                     config.initializer_range  warning  initializer_range 0.02 is 3.4x
+            sqrt(2/(5*11600)) = 0.00587 (BLOOM's formula); ...
+    generation_config.json          config.eos_mismatch       error    eos_token_id disagrees: config.json=[2],
+            generation_config.json=[32000], tokenizer_config.json=[2] ('</s>')
+    tokenizer_config.json           config.pad_is_eos         warning  pad token is the EOS token (id 2): collators
+            that mask pad labels also mask every EOS ...
+    model.safetensors:wte.weight    config.vocab_mismatch     error    tokenizer has 50304 ids but the embedding has
+            50257 rows: ids >= 50257 index out of range
+    latest                          checkpoint.latest_missing error    latest points to 'global_step7000',
+            but no such iteration folder exists
 
 The first column is the file (and tensor) the finding is about. ``eos_mismatch`` lists every
 source with its ids: a generation stack stops only on the ids of the file it reads. Ratios

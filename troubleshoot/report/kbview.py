@@ -29,7 +29,8 @@ def show(kb: KnowledgeBase, item: object) -> str:
         checks = kb.checks_for(item.name)
         asked = "".join(f"\n  asked by {c.symptom}: {c.ask}" for c in checks)
         also = "\n" + _finding(kb.findings[item.name]) if item.name in kb.findings else ""
-        return f"{item.name}  ({item.type}{': ' + ', '.join(item.choices) if item.choices else ''})\n  {item.description}{asked}\n{also}"
+        kind = f"{item.type}{': ' + ', '.join(item.choices) if item.choices else ''}"
+        return f"{item.name}  ({kind})\n  {item.description}{asked}\n{also}"
     if isinstance(item, FindingSpec):
         return _finding(item)
     if isinstance(item, Article):

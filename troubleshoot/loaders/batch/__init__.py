@@ -26,9 +26,25 @@ from ...errors import ArtifactError
 from ...observations import Artifact
 from ..tensors import iter_tensors, load_pickle, safetensors_header
 from .records import count_records, head_records, read_json, record_kind
-from .rows import (ID_KEYS, JSON_SUFFIXES, MAX_JSON_BYTES, MAX_ROWS, MAX_SEQ, MAX_TEXT_CHARS, MAX_TEXT_RECORDS,
-                   MAX_TOKENS, META_KEYS, PICKLE_SUFFIXES, SEQ_KEYS, WRAPPERS, Batch, TextRecord, as_rows,
-                   pad_into, scalar)
+from .rows import (
+    ID_KEYS,
+    JSON_SUFFIXES,
+    MAX_JSON_BYTES,
+    MAX_ROWS,
+    MAX_SEQ,
+    MAX_TEXT_CHARS,
+    MAX_TEXT_RECORDS,
+    MAX_TOKENS,
+    META_KEYS,
+    PICKLE_SUFFIXES,
+    SEQ_KEYS,
+    WRAPPERS,
+    Batch,
+    TextRecord,
+    as_rows,
+    pad_into,
+    scalar,
+)
 
 __all__ = ["MAX_JSON_BYTES", "MAX_ROWS", "MAX_SEQ", "MAX_TEXT_CHARS", "MAX_TEXT_RECORDS", "MAX_TOKENS", "Batch",
            "TextRecord", "read", "sniff"]
