@@ -215,3 +215,13 @@ def test_corrupt_pickle(tmp_path):
     with pytest.raises(ArtifactError) as e:
         detect(bad)
     _one_line(e.value, "cannot read torch file")
+
+
+def test_the_open_checkpoint_cache_is_bounded(tmp_path):
+    paths = []
+    for i in range(checkpoint.CACHE_SIZE + 3):
+        paths.append(tmp_path / f"sd{i}.pt")
+        torch.save({"w": torch.zeros(2)}, paths[-1])
+        open_checkpoint(paths[-1])
+    assert len(checkpoint._CACHE) == checkpoint.CACHE_SIZE
+    assert open_checkpoint(paths[-1]) is open_checkpoint(paths[-1])  # the newest stay cached

@@ -93,6 +93,16 @@ class Checkpoint:
 
 
 _CACHE: dict[tuple, Checkpoint] = {}
+CACHE_SIZE = 8  # checkpoints of one command (the sniffer and three probes open the same ones)
+
+
+def _remember(key: tuple, ckpt: Checkpoint) -> Checkpoint:
+    """Keep the newest CACHE_SIZE opened checkpoints (a long-lived process must not grow)."""
+    _CACHE.pop(key, None)
+    _CACHE[key] = ckpt
+    while len(_CACHE) > CACHE_SIZE:
+        _CACHE.pop(next(iter(_CACHE)))
+    return ckpt
 
 
 def _signature(p: Path) -> tuple:
@@ -106,12 +116,12 @@ def open_checkpoint(path: str | Path) -> Checkpoint:
     if not p.exists():
         raise ArtifactError(p, "no such file or directory")
     key = _signature(p)
-    if key not in _CACHE:
-        ckpt = _open_dir(p) if p.is_dir() else _open_file(p)
-        if ckpt is None:
-            raise ArtifactError(p, "not a checkpoint: no config, weights or training state found")
-        _CACHE[key] = ckpt
-    return _CACHE[key]
+    if key in _CACHE:
+        return _CACHE[key]
+    ckpt = _open_dir(p) if p.is_dir() else _open_file(p)
+    if ckpt is None:
+        raise ArtifactError(p, "not a checkpoint: no config, weights or training state found")
+    return _remember(key, ckpt)
 
 
 def sniff(path: Path) -> Artifact | None:
@@ -122,8 +132,7 @@ def sniff(path: Path) -> Artifact | None:
     if p.suffix == ".safetensors" or p.suffix in PICKLE_SUFFIXES or p.name == "config.json":
         ckpt = _open_file(p)
         if ckpt is not None:
-            _CACHE[_signature(p)] = ckpt
-            return ckpt.artifact
+            return _remember(_signature(p), ckpt).artifact
     return None
 
 
