@@ -16,6 +16,9 @@ the text of text records, and the special ids a batch may carry itself (``eos_to
 Caps keep the work bounded whatever the file size; each cap that bit is listed in ``notes``:
 ``MAX_ROWS`` token rows, ``MAX_TOKENS`` rows x T, ``MAX_SEQ`` tokens per record,
 ``MAX_TEXT_RECORDS`` text records and ``MAX_TEXT_CHARS`` characters of text.
+
+This module sniffs and reads tensor files; the ``Batch`` type, the caps and the padding live in
+``rows.py``, JSON records in ``records.py``.
 """
 from __future__ import annotations
 
