@@ -297,6 +297,23 @@ def kb_show(item_id: str) -> None:
     click.echo(show(base, item), nl=False)
 
 
+@kb.command("new")
+@click.argument("symptom_id")
+@click.option("--root", default=".", show_default=True, type=click.Path(file_okay=False),
+              help="The knowledge tree (the folder holding rules/ and kb/).")
+def kb_new(symptom_id: str, root: str) -> None:
+    """Write rules/SYMPTOM_ID.yaml and kb/SYMPTOM_ID.md to fill in (docs/extending.md)."""
+    from pathlib import Path
+
+    from .knowledge.scaffold import new_symptom
+
+    try:
+        written = new_symptom(Path(root), symptom_id)
+    except LlmfixError as err:
+        raise Failure(str(err)) from None
+    click.echo("wrote " + " and ".join(map(str, written)) + "; fill in the TODOs, then: llmfix kb lint")
+
+
 @kb.command("lint")
 def kb_lint() -> None:
     """Check rules/ and kb/: schema, references, reachability, articles, contract ids."""
@@ -330,7 +347,8 @@ def site_build(out: str) -> None:
 
 @site.command("serve")
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535))
-@click.option("--dir", "directory", type=click.Path(file_okay=False), help="Serve this built site instead of building one.")
+@click.option("--dir", "directory", type=click.Path(file_okay=False),
+              help="Serve this built site instead of building one.")
 def site_serve(port: int, directory: str | None) -> None:
     """Build the site into a temporary folder and serve it on localhost."""
     from .site.build import serve

@@ -19,11 +19,11 @@ already known, that the user could not answer, or that has no value (its ``defin
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
-from .diagnosis import (Diagnosis, EvidenceLine, Question, RankedCause, RenderedFix,
-                        SymptomMatch)
+from .diagnosis import Diagnosis, EvidenceLine, Question, RankedCause, RenderedFix, SymptomMatch
 from .knowledge.expr import Expr, ExprError, Unknown, placeholder, render_template
 from .knowledge.model import Cause, Check, KnowledgeBase, Symptom
 from .observations import Fact, Observations

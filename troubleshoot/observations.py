@@ -6,8 +6,9 @@ This module is plain data: no torch, no click.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 SEVERITIES = ("error", "warning", "info")
 
@@ -108,7 +109,7 @@ class Observations:
         self.findings.append(finding)
         return finding
 
-    def merge(self, other: "Observations") -> "Observations":
+    def merge(self, other: Observations) -> Observations:
         self.artifacts.extend(other.artifacts)
         self.findings.extend(other.findings)
         self.facts.update(other.facts)
@@ -116,7 +117,7 @@ class Observations:
         return self
 
     @classmethod
-    def combine(cls, parts: Iterable["Observations"]) -> "Observations":
+    def combine(cls, parts: Iterable[Observations]) -> Observations:
         out = cls()
         for part in parts:
             out.merge(part)

@@ -7,9 +7,8 @@ and returns empty Observations when nothing applies to it. Families are imported
 """
 from __future__ import annotations
 
-import importlib
-
 import ast
+import importlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -60,9 +59,10 @@ def run_all(ctx: ProbeContext) -> Observations:
     """The loaders' own warnings, then every family, merged in FAMILIES order.
 
     Merge rule: a fact has one publishing family, except those in SHARED_FACTS, which merge by the
-    rule written there (so the order of FAMILIES never decides a fact's value). A family that raises does not hide the others: its exception becomes an error finding
-    ``probe.crashed`` (the findings of the families before it are kept), so the command exits 1
-    and the report never says that nothing was wrong.
+    rule written there (so the order of FAMILIES never decides a fact's value). A family that raises
+    does not hide the others: its exception becomes an error finding ``probe.crashed`` (the
+    findings of the families before it are kept), so the command exits 1 and the report never says
+    that nothing was wrong.
     """
     from ..loaders import warnings
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from ..knowledge.model import Article, Cause, FactSpec, Fix, KnowledgeBase, Symptom
+from ..knowledge.model import Article, Cause, FactSpec, FindingSpec, Fix, KnowledgeBase, Symptom
 
 
 def listing(kb: KnowledgeBase) -> str:
@@ -14,7 +14,7 @@ def listing(kb: KnowledgeBase) -> str:
             lines.append(f"  {c.id}  {c.title}")
             lines += [f"      {fid}" for fid in c.fixes]
     lines.append(f"\n{len(kb.symptoms)} symptoms, {len(kb.causes)} causes, {len(kb.fixes)} fixes, "
-                 f"{len(kb.facts)} facts. Show one: llmfix kb show ID")
+                 f"{len(kb.facts)} facts, {len(kb.findings)} probe findings. Show one: llmfix kb show ID")
     return "\n".join(lines) + "\n"
 
 
@@ -28,10 +28,18 @@ def show(kb: KnowledgeBase, item: object) -> str:
     if isinstance(item, FactSpec):
         checks = kb.checks_for(item.name)
         asked = "".join(f"\n  asked by {c.symptom}: {c.ask}" for c in checks)
-        return f"{item.name}  ({item.type}{': ' + ', '.join(item.choices) if item.choices else ''})\n  {item.description}{asked}\n"
+        also = "\n" + _finding(kb.findings[item.name]) if item.name in kb.findings else ""
+        kind = f"{item.type}{': ' + ', '.join(item.choices) if item.choices else ''}"
+        return f"{item.name}  ({kind})\n  {item.description}{asked}\n{also}"
+    if isinstance(item, FindingSpec):
+        return _finding(item)
     if isinstance(item, Article):
         return _markdown(item.body)
     raise TypeError(item)
+
+
+def _finding(f: FindingSpec) -> str:
+    return f"{click.style(f'{f.id}: {f.title}', bold=True)}  (a probe finding)\n  {f.explanation}\n"
 
 
 def _symptom(kb: KnowledgeBase, s: Symptom) -> str:
