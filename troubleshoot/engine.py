@@ -161,12 +161,13 @@ def diagnose(kb: KnowledgeBase, weights: Mapping[str, float], observations: Obse
              max_questions: int = 12, query: str | None = None) -> Diagnosis:
     """Run the whole loop: merge facts, ask while it helps, rank, and package a Diagnosis.
 
-    ``weights`` are the matched symptoms (ask); probe-implied symptoms are added with their score.
+    ``weights`` are the matched symptoms (ask); probe-implied and probe-observed symptoms are added
+    with their score.
     """
     observations = observations or Observations()
     facts = {**observations.facts, **(answers or {})}
     combined = dict(weights)
-    for sid, score in implied_symptoms(kb, facts).items():
+    for sid, score in [*implied_symptoms(kb, facts).items(), *observations.symptoms.items()]:
         combined[sid] = max(combined.get(sid, 0.0), score)
     state = State(kb, {sid: w for sid, w in combined.items() if sid in kb.symptoms and w > 0}, facts)
     asked = 0

@@ -13,7 +13,7 @@ from ..observations import Artifact
 
 # Order matters: a .pt holding input_ids is a batch, not a state dict; a folder with config.json
 # is a checkpoint even when it also holds trainer_state.json.
-SNIFFERS = ("checkpoint", "batch", "logs")
+SNIFFERS = ("incident", "checkpoint", "batch", "logs")
 
 
 def detect(path: str | Path) -> Artifact:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from ..errors import LlmfixError
 from ..observations import Artifact, Observations
 
-FAMILIES = ("config", "weights", "optimizer", "logs", "batch", "gradflow", "masks")
+FAMILIES = ("config", "weights", "optimizer", "logs", "batch", "gradflow", "masks", "incident")
 
 
 @dataclass
