@@ -132,3 +132,31 @@ def test_a_broken_incident_file_is_a_one_line_error(tmp_path):
     (tmp_path / "incident.json").write_text("{not json")
     result = CliRunner().invoke(main, ["probe", str(tmp_path)])
     assert result.exit_code == 2 and "incident.json: not valid JSON" in result.output
+
+
+def test_fp16_loss_scale_collapse_trips_once_and_overflows_alone_do_not(tmp_path):
+    """A GradScaler halving on every step: the overflows themselves are the scaler's business,
+    a scale 16x below its maximum is an incident."""
+    torch.set_num_threads(1)
+    model = lf.tiny_gpt2()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 16)
+    guard = Guard(model, opt, policy="warn", scaler=scaler, out_dir=tmp_path / "incidents")
+    gen = torch.Generator().manual_seed(1)
+    for step in range(1, 41):
+        batch = lf.batch(gen)
+        with guard.watch(batch):
+            loss = model(**batch).loss
+            scaler.scale(loss).backward()
+            if step >= 30:  # an overflow on every step from 30 on
+                model.lm_head.weight.grad[0, 0] = float("inf")
+            if guard.after_backward(loss):
+                scaler.step(opt)
+            scaler.update()
+            opt.zero_grad()
+    assert [p.name for p in guard.incidents] == ["34"]  # the fifth overflow runs at 1/16 of the scale
+    incident = json.loads((guard.incidents[0] / "incident.json").read_text())
+    assert incident["trips"] == ["loss-scale-collapse"] and incident["precision"] == "fp16"
+    diag = json.loads((guard.incidents[0] / "diagnosis.json").read_text())
+    assert diag["symptoms"][0]["id"] == "fp16-overflow"
+    assert diag["causes"][0]["id"] == "fp16-overflow.loss-scale-collapse"

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from ..probes.logs_detectors import (  # the one import of the log detectors
     LEVEL_WINDOW,
@@ -47,11 +47,16 @@ class StepValues:
 
     def record(self) -> dict:
         """One line of metrics.jsonl, in keys the log loader reads (non-finite values as text)."""
-        out = {k: v for k, v in asdict(self).items() if v is not None and k != "rank_flags"}
-        return {k: (v if not isinstance(v, float) or math.isfinite(v) else str(v)) for k, v in out.items()}
+        out = {"step": self.step}
+        for key in RECORD_KEYS:
+            v = getattr(self, key)
+            if v is not None:
+                out[key] = v if math.isfinite(v) else str(v)
+        return out
 
 
 LOSS, GRAD, TARGET = 1, 2, 4
+RECORD_KEYS = ("loss", "grad_norm", "targets", "loss_scale", "lr")
 
 
 class StepJudge:
@@ -65,6 +70,7 @@ class StepJudge:
         self.scale_max: deque[float] = deque(maxlen=LS_REF_RECORDS)
         self.lrs: deque[float] = deque(maxlen=window)
         self.lr_peak = 0.0
+        self.in_collapse = False
 
     def judge(self, v: StepValues) -> list[str]:
         self.window.append(v.record())
@@ -97,8 +103,11 @@ class StepJudge:
         return opened is not None and self.seen[key] > WARMUP_STEPS
 
     def _scale_collapsed(self, scale: float) -> bool:
+        """True on the step the scale enters collapse (not on every step it stays there)."""
         self.scale_max.append(scale)
-        return scale <= LS_MIN_SCALE or max(self.scale_max) >= LS_COLLAPSE_FACTOR * scale
+        collapsed = scale <= LS_MIN_SCALE or max(self.scale_max) >= LS_COLLAPSE_FACTOR * scale
+        entered, self.in_collapse = collapsed and not self.in_collapse, collapsed
+        return entered
 
     def lr_jump(self) -> bool | None:
         """Whether the update that made the current weights (the previous step's) used an LR

@@ -33,7 +33,62 @@ def targets(batches: list[Any]) -> Any | None:
         labels = batch.get("labels") if isinstance(batch, dict) else None
         if isinstance(labels, torch.Tensor) and not labels.is_floating_point():
             counts.append((labels != IGNORE_INDEX).sum())
-    return torch.stack(counts).min() if counts else None
+    if len(counts) > 1:
+        return torch.stack(counts).min()
+    return counts[0] if counts else None
+
+
+def read_step(loss: Any, norm: Any, count: Any, scale: Any) -> tuple[float, float | None, float | None,
+                                                                      float | None, list[int]]:
+    """(loss, grad norm, targets, loss scale, per-rank flags) after one all-reduce and one sync.
+
+    Each argument is a tensor, a number or None. Under torch.distributed the loss and grad norm
+    are means over ranks (NaN when any rank's is) and each rank's own flags say which rank saw
+    what; without it only the tensors among the four are read, in one stacked copy.
+    """
+    import torch
+
+    values = [loss, norm, count, scale]
+    dist = _dist()
+    if dist is None:
+        slots = [i for i, v in enumerate(values) if isinstance(v, torch.Tensor)]
+        if slots:
+            read = torch.stack([_scalar(values[i]) for i in slots]).tolist()
+            for i, v in zip(slots, read):
+                values[i] = v
+        return (float(values[0]), *(None if v is None else float(v) for v in values[1:]), [])
+    return _agreed(values, dist)
+
+
+def _agreed(values: list, dist) -> tuple:
+    """The distributed read: one vector (four values + one flag slot per rank), one all-reduce."""
+    import torch
+
+    loss = values[0]
+    device = loss.device if isinstance(loss, torch.Tensor) else "cpu"
+    world, rank = dist.get_world_size(), dist.get_rank()
+    zero = torch.zeros((), device=device)
+    head = torch.stack([as_tensor(v, device) if v is not None else zero for v in values])
+    own = ((~torch.isfinite(head[0])).float() + 2 * (~torch.isfinite(head[1])).float()
+           + (4 * (head[2] == 0).float() if values[2] is not None else zero))
+    slots = torch.zeros(world, device=device)
+    slots[rank] = own
+    vec = torch.cat([torch.nan_to_num(head, nan=0.0, posinf=0.0, neginf=0.0), slots])
+    dist.all_reduce(vec)
+    out = vec.tolist()
+    flags = [int(f) for f in out[4:]]
+    mean_loss = out[0] / world if not any(f & 1 for f in flags) else float("nan")
+    mean_norm = out[1] / world if not any(f & 2 for f in flags) else float("nan")
+    return (mean_loss, mean_norm if values[1] is not None else None, out[2] if values[2] is not None else None,
+            out[3] if values[3] is not None else None, flags)
+
+
+def _scalar(t):
+    """A 0-dim float32 view of a one-element tensor (no copy when it already is one)."""
+    import torch
+
+    t = t.detach()
+    return t if t.dtype == torch.float32 and t.dim() == 0 else t.reshape(()).float()
 
 
 def as_tensor(value: Any, device) -> Any:
@@ -42,41 +97,6 @@ def as_tensor(value: Any, device) -> Any:
     if isinstance(value, torch.Tensor):
         return value.detach().reshape(()).to(device=device, dtype=torch.float32)
     return torch.tensor(float(value), dtype=torch.float32, device=device)
-
-
-def read_step(loss: Any, norm: Any, count: Any, scale: Any) -> tuple[float, float | None, float | None,
-                                                                      float | None, list[int]]:
-    """(loss, grad norm, targets, loss scale, per-rank flags) after one all-reduce and one sync.
-
-    ``loss`` is the step's loss (a tensor or float; NaN propagates), the others may be None.
-    Under torch.distributed the loss is the mean over ranks and the counts the minimum's proxy:
-    each rank's own flags say which rank had no target.
-    """
-    import torch
-
-    device = loss.device if isinstance(loss, torch.Tensor) else "cpu"
-    dist = _dist()
-    world, rank = (dist.get_world_size(), dist.get_rank()) if dist else (1, 0)
-    zero = torch.zeros((), device=device)
-    values = [as_tensor(loss, device)] + [as_tensor(v, device) if v is not None else zero
-                                          for v in (norm, count, scale)]
-    head = torch.stack(values)
-    if dist is None:
-        out = head.tolist()
-        flags = []
-    else:
-        own = ((~torch.isfinite(head[0])).float() + 2 * (~torch.isfinite(head[1])).float()
-               + (4 * (head[2] == 0).float() if count is not None else zero))
-        slots = torch.zeros(world, device=device)
-        slots[rank] = own
-        vec = torch.cat([torch.nan_to_num(head, nan=0.0, posinf=0.0, neginf=0.0), slots])
-        dist.all_reduce(vec)
-        out = vec.tolist()
-        flags = [int(f) for f in out[4:]]
-        out[0] = out[0] / world if not any(f & 1 for f in flags) else float("nan")
-        out[1] = out[1] / world if not any(f & 2 for f in flags) else float("nan")
-    return (out[0], out[1] if norm is not None else None, out[2] if count is not None else None,
-            out[3] if scale is not None else None, flags)
 
 
 def _dist():
