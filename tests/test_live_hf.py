@@ -25,23 +25,25 @@ class ArmTransient(transformers.TrainerCallback):
             lf.transient_nan(model, {})
 
 
-def train(tmp_path, fault: str | None = None, policy: str = "skip", lr_jump_at: int | None = None):
+def train(tmp_path, fault: str | None = None, policy: str = "skip", lr_jump_at: int | None = None,
+          accumulation: int = 1):
     torch.set_num_threads(1)
     model = lf.tiny_gpt2()
     gen = torch.Generator().manual_seed(1)
-    data = [{"input_ids": lf.sequence(gen)} for _ in range(lf.ROWS * STEPS)]
+    data = [{"input_ids": lf.sequence(gen)} for _ in range(lf.ROWS * STEPS * accumulation)]
     calls = [0]
 
     def collate(rows):
         calls[0] += 1
         ids = torch.tensor([r["input_ids"] for r in rows])
         batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": ids.clone()}
-        return lf.FAULTS[fault](model, batch) if calls[0] == AT and fault != "transient_nan" and fault else batch
+        hit = calls[0] == AT * accumulation and fault not in (None, "transient_nan")
+        return lf.FAULTS[fault](model, batch) if hit else batch
 
     args = transformers.TrainingArguments(
         output_dir=str(tmp_path / "run"), per_device_train_batch_size=lf.ROWS, max_steps=STEPS,
         learning_rate=3e-4, lr_scheduler_type="constant", logging_steps=1000, save_strategy="no",
-        report_to=[], use_cpu=True, seed=0, disable_tqdm=True)
+        report_to=[], use_cpu=True, seed=0, disable_tqdm=True, gradient_accumulation_steps=accumulation)
     guard_cb = LlmfixCallback(policy=policy)
     callbacks = [guard_cb] + ([ArmTransient()] if fault == "transient_nan" else [])
     optimizers = (None, None)
@@ -91,3 +93,11 @@ def test_trainer_stop_ends_training_cleanly(tmp_path):
     trainer, guard = train(tmp_path, "nan_embeds", policy="stop")
     assert guard.stopped and trainer.state.global_step == AT
     assert all(torch.isfinite(p).all() for p in trainer.model.parameters())
+
+
+def test_trainer_with_gradient_accumulation_keeps_the_bad_micro_batch(tmp_path):
+    trainer, guard = train(tmp_path, "nan_embeds", accumulation=2)
+    incident = json.loads((guard.incidents[0] / "incident.json").read_text())
+    assert guard.incidents[0].name == str(AT) and incident["batches"][0]["micro_batch"] == 1
+    assert incident["batches"][0]["nonfinite_keys"] == ["inputs_embeds"]
+    assert trainer.state.global_step == STEPS

@@ -129,7 +129,7 @@ def _record(guard, trips, values: StepValues, error, infos: list[dict], world: i
                rank=main["rank"], per_rank=replays if len(infos) > 1 else None)
     return {"schema": "llmfix/incident-v1", "step": guard.step, "trips": trips, "policy": guard.policy,
             "framework": guard.framework, "precision": guard.precision, "grad_clip": guard.grad_clip,
-            "values": values.record(), "lr_peak": guard.judge.lr_peak or None,
+            "values": values.record(), "lr_peak": guard.judge.lr_peak or None, "lr_level": guard.judge.lr_level(),
             "lr_jump": guard.judge.lr_jump(), "scaler": _scaler_state(guard),
             "exception": f"{type(error).__name__}: {error}"[:300] if error is not None else None,
             "ranks": ranks, "replay": rep,

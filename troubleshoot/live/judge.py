@@ -109,6 +109,11 @@ class StepJudge:
         entered, self.in_collapse = collapsed and not self.in_collapse, collapsed
         return entered
 
+    def lr_level(self) -> float | None:
+        """The median LR of the window: the run's LR, whatever one step did."""
+        lrs = sorted(self.lrs)
+        return lrs[len(lrs) // 2] if lrs else None
+
     def lr_jump(self) -> bool | None:
         """Whether the update that made the current weights (the previous step's) used an LR
         ``LR_JUMP`` times the median of the steps before it; None while too few are known."""

@@ -76,7 +76,10 @@ def publish(data: dict, where: str, obs: Observations) -> None:
     fact("train.framework", data.get("framework"))
     fact("train.precision", data.get("precision"))
     fact("train.grad_clip", data.get("grad_clip"))
-    fact("train.lr", data.get("lr_peak"), "largest LR the guard saw")
+    if data.get("lr_jump"):  # a one-off jump is not the run's LR: the fixes compute from the level
+        fact("train.lr", data.get("lr_level"), "median LR of the last steps (one update jumped above it)")
+    else:
+        fact("train.lr", data.get("lr_peak"), "largest LR the guard saw")
     fact("live.lr_jump", data.get("lr_jump"))
     gn = _number(values.get("grad_norm"))
     if gn is not None and math.isfinite(gn):
