@@ -46,7 +46,7 @@ def save_batch(folder: Path, name: str, batch: Any, meta: dict) -> dict:
 
     tensors, other = tensors_of(batch)
     nonfinite = [k for k, t in tensors.items() if t.is_floating_point() and not bool(torch.isfinite(t).all())]
-    cpu = {k: t.detach().to("cpu").contiguous() for k, t in tensors.items()}
+    cpu = {k: t.detach().to("cpu").clone() for k, t in tensors.items()}  # labels may share input_ids' storage
     save_file(cpu, str(folder / name), metadata={k: str(v) for k, v in meta.items() if v is not None})
     return {"file": name, "keys": sorted(cpu), "not_saved": other, "nonfinite_keys": nonfinite,
             "shapes": {k: list(t.shape) for k, t in cpu.items()}}

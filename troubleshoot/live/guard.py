@@ -167,9 +167,11 @@ class Guard:
             return
         from .incident import record_incident
 
-        folder = record_incident(self, trips, values, error, local_only)
-        if folder is not None:
-            self.incidents.append(folder)
+        try:
+            self.incidents.append(record_incident(self, trips, values, error, local_only))
+        except Exception as err:  # the guard must never be what breaks the run
+            log.warning("llmfix: step %s tripped (%s); the incident could not be recorded: %s: %s",
+                        self.step, ", ".join(trips), type(err).__name__, err)
 
     # ---------------------------------------------------------------------------- state
     def _lr(self) -> float | None:

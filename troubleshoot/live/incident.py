@@ -29,12 +29,12 @@ SHOW = 20   # parameter names kept in incident.json
 
 
 def record_incident(guard, trips: list[str], values: StepValues, error: BaseException | None,
-                    local_only: bool) -> Path | None:
-    """Write the bundle of this step; return its folder (on every rank), None if writing failed."""
+                    local_only: bool) -> Path:
+    """Write the bundle of this step; return its folder (on every rank)."""
     rank, world = signals.rank_and_world()
     folder = guard.out_dir / str(guard.step)
     folder.mkdir(parents=True, exist_ok=True)
-    module = getattr(guard.model, "module", guard.model)  # DDP: replay the local module
+    module = unwrap(guard.model)
     index, batch = _offending(guard._batches, guard._losses)
     rep = _replay(guard, module, batch, trips, values)
     named = list(module.named_parameters())
@@ -61,6 +61,13 @@ def record_incident(guard, trips: list[str], values: StepValues, error: BaseExce
         log.warning("llmfix: diagnosing %s failed: %s: %s", folder, type(err).__name__, err)
     log.warning(summary(guard.step, trips, record, diag, folder))
     return folder
+
+
+def unwrap(model):
+    """The local module of a DDP / DataParallel wrapper (replayed without its collectives)."""
+    from torch.nn.parallel import DataParallel, DistributedDataParallel
+
+    return model.module if isinstance(model, (DataParallel, DistributedDataParallel)) else model
 
 
 def _offending(batches: list, losses: list) -> tuple[int, Any]:
@@ -148,7 +155,7 @@ def _scaler_state(guard) -> dict | None:
 
 def _config(guard) -> dict:
     out = dict(guard.config)
-    model_config = getattr(getattr(guard.model, "module", guard.model), "config", None)
+    model_config = getattr(unwrap(guard.model), "config", None)
     if hasattr(model_config, "to_dict"):
         out.setdefault("model", model_config.to_dict())
     return out

@@ -119,9 +119,3 @@ def gather(obj: Any) -> list[Any]:
     out: list[Any] = [None] * dist.get_world_size()
     dist.all_gather_object(out, obj)
     return out
-
-
-def barrier() -> None:
-    dist = _dist()
-    if dist is not None:
-        dist.barrier()
