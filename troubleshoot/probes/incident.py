@@ -19,7 +19,6 @@ or the numerics; one that does not replay is transient (look at the hardware, Xi
 """
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -28,11 +27,14 @@ from ..loaders.incident import BATCH_GLOB, METRICS, read
 from ..observations import Artifact, Observations
 
 SOURCE = "probe:incident"
+# Facts of the failing step itself. The bundle's batch and metrics go through the batch and log
+# probes, which publish their own facts (logs.nan, logs.spike, data.labels.no_target, ...).
+PUBLISHES = ("train.failure_iteration", "train.framework", "train.precision", "train.grad_clip", "train.lr",
+             "live.lr_jump", "live.spike_follows_weights", "data.has_nonfinite", "weights.nonfinite",
+             "weights.nonfinite_tensors", "grads.nonfinite", "nanloss.recurs_on_replay", "lossspike.replay_spikes")
 NONFINITE = ("nonfinite-loss", "nonfinite-grad")
 SYMPTOMS = {"nonfinite-loss": "nan-loss", "nonfinite-grad": "nan-loss", "no-target": "nan-loss",
             "loss-spike": "loss-spike", "grad-explosion": "loss-spike", "loss-scale-collapse": "fp16-overflow"}
-TRIP_FACTS = {"loss-spike": "logs.spike", "grad-explosion": "logs.grad_norm_explosion",
-              "loss-scale-collapse": "logs.loss_scale_collapse"}
 
 
 def run(ctx) -> Observations:
@@ -81,13 +83,6 @@ def publish(data: dict, where: str, obs: Observations) -> None:
     else:
         fact("train.lr", data.get("lr_peak"), "largest LR the guard saw")
     fact("live.lr_jump", data.get("lr_jump"))
-    gn = _number(values.get("grad_norm"))
-    if gn is not None and math.isfinite(gn):
-        fact("grads.global_norm", gn)
-    fact("logs.nan", any(t in trips for t in NONFINITE))
-    for trip, name in TRIP_FACTS.items():
-        if trip in trips:
-            fact(name, True, f"the live guard tripped on {trip} at step {step}")
     if data.get("exception"):
         obs.find("incident.exception", "error", f"step {step} raised {data['exception']}", where)
     _batches(data, where, fact)
@@ -126,12 +121,9 @@ def _replay(data: dict, trips: list[str], where: str, obs: Observations, fact) -
     if rep.get("error"):
         detail = f": {rep['error']}" + (f" in {rep['error_module']}" if rep.get("error_module") else "")
     else:
-        loss = _number(rep.get("loss"))
-        fact("forward.loss_finite", loss is not None and math.isfinite(loss), f"replayed loss {rep.get('loss')}")
         fact("grads.nonfinite", bool(rep.get("grads_nonfinite")), ", ".join((rep.get("grads_nonfinite") or [])[:6]))
         detail = f"; replayed loss {rep.get('loss')}"
         if rep.get("first_module"):
-            fact("forward.first_nonfinite_module", rep["first_module"], "the replay of the failing step")
             last = (rep.get("frames") or [{}])[-1]
             detail = (f": first NaN/Inf output in {rep['first_module']} ({rep.get('first_class') or '?'})"
                       + (f"; input abs-max {last.get('input_absmax')}, output abs-max {last.get('output_absmax')}"
@@ -147,13 +139,6 @@ def _replay(data: dict, trips: list[str], where: str, obs: Observations, fact) -
             fact("lossspike.replay_spikes", reproduced, "replay of the spiking step on the same weights and batch")
     severity = "error" if reproduced else "warning" if reproduced is False else "info"
     obs.find("incident.replay", severity, verdict + detail, where, rep.get("frames"))
-
-
-def _number(value) -> float | None:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None
 
 
 def _names(names: list[str], show: int = 6) -> str:
