@@ -162,3 +162,13 @@ def test_fp16_loss_scale_collapse_trips_once_and_overflows_alone_do_not(tmp_path
     diag = json.loads((guard.incidents[0] / "diagnosis.json").read_text())
     assert diag["symptoms"][0]["id"] == "fp16-overflow"
     assert diag["causes"][0]["id"] == "fp16-overflow.loss-scale-collapse"
+
+
+def test_supervised_tokens_come_from_labels_or_a_megatron_loss_mask():
+    from troubleshoot.live.signals import targets
+
+    ids = torch.ones(2, 4, dtype=torch.long)
+    assert targets([{"input_ids": ids, "labels": torch.full((2, 4), -100)}]).item() == 0
+    assert targets([{"tokens": ids, "loss_mask": torch.tensor([[0.0, 1, 1, 0], [0, 0, 0, 0]])}]).item() == 2
+    assert targets([{"input_ids": ids, "labels": ids}, {"input_ids": ids, "labels": ids[:1]}]).item() == 4
+    assert targets([{"input_ids": ids}]) is None

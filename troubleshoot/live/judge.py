@@ -4,7 +4,7 @@
 
     nonfinite-loss       the loss is NaN/Inf (on some rank)
     nonfinite-grad       the gradient norm is NaN/Inf (on some rank)
-    no-target            a micro-batch has no supervised token (every label -100)
+    no-target            a micro-batch has no supervised token (labels all -100, loss_mask all 0)
     loss-spike           the loss jumped far above its rolling median
     grad-explosion       the gradient norm jumped far above its rolling median (log space)
     loss-scale-collapse  the fp16 loss scale is pinned at 1, or fell 16x below its recent maximum

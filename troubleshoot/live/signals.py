@@ -25,14 +25,18 @@ def grad_norm(params: list) -> Any:
 
 
 def targets(batches: list[Any]) -> Any | None:
-    """Supervised tokens of the emptiest micro-batch (labels != -100), or None without labels."""
+    """Supervised tokens of the emptiest micro-batch: labels != -100 (HF), else the ``loss_mask``
+    sum (Megatron-style batches); None when a batch carries neither."""
     import torch
 
     counts = []
     for batch in batches:
         labels = batch.get("labels") if isinstance(batch, dict) else None
+        loss_mask = batch.get("loss_mask") if isinstance(batch, dict) else None
         if isinstance(labels, torch.Tensor) and not labels.is_floating_point():
             counts.append((labels != IGNORE_INDEX).sum())
+        elif isinstance(loss_mask, torch.Tensor):
+            counts.append((loss_mask != 0).sum())
     if len(counts) > 1:
         return torch.stack(counts).min()
     return counts[0] if counts else None
