@@ -1,6 +1,6 @@
 """``Guard``: the live guard for a plain PyTorch loop (the HF callback drives the same object).
 
-    guard = Guard(model, optimizer, policy="skip", scheduler=scheduler)
+    guard = Guard(model, optimizer, policy="skip")
     for batch in loader:
         with guard.watch(batch):                  # an exception in the step becomes an incident
             loss = model(**batch).loss
@@ -36,7 +36,6 @@ from .judge import StepJudge, StepValues
 
 log = logging.getLogger("llmfix.live")
 POLICIES = ("warn", "skip", "stop")
-NONFINITE_TRIPS = ("nonfinite-loss", "nonfinite-grad", "exception")
 
 
 def default_loss(model, batch):
@@ -48,13 +47,13 @@ class Guard:
     """Watch every optimizer step of one run; see the module docstring for the loop."""
 
     def __init__(self, model, optimizer=None, *, policy: str = "warn", out_dir: str | Path = "llmfix-incidents",
-                 scheduler=None, scaler=None, loss_fn: Callable[[Any, Any], Any] | None = None,
+                 scaler=None, loss_fn: Callable[[Any, Any], Any] | None = None,
                  context: Callable[[], Any] | None = None, config: dict | None = None,
                  precision: str | None = None, grad_clip: float | None = None, framework: str = "pytorch",
                  max_incidents: int = 5, replay: bool = True) -> None:
         if policy not in POLICIES:
             raise ValueError(f"policy must be one of {POLICIES}, not {policy!r}")
-        self.model, self.optimizer, self.scheduler, self.scaler = model, optimizer, scheduler, scaler
+        self.model, self.optimizer, self.scaler = model, optimizer, scaler
         self.policy, self.out_dir = policy, Path(out_dir)
         self.loss_fn, self.context = loss_fn or default_loss, context
         self.config, self.framework, self.grad_clip = dict(config or {}), framework, grad_clip

@@ -47,7 +47,7 @@ class LlmfixCallback(TrainerCallback):
         self.guard = Guard(
             trainer.model, optimizer, policy=self.policy,
             out_dir=self.out_dir or Path(args.output_dir) / "llmfix-incidents",
-            scheduler=lr_scheduler, scaler=scaler,
+            scaler=scaler,
             loss_fn=lambda m, batch: trainer.compute_loss(m, trainer._prepare_inputs(batch)),
             context=trainer.compute_loss_context_manager, config={"training_args": args.to_dict()},
             precision=precision, grad_clip=args.max_grad_norm, framework="hf-trainer",
