@@ -52,7 +52,13 @@ def all_ignored(model, b: dict) -> dict:
 
 
 def transient_nan(model, b: dict) -> dict:
-    """Arm a hook that turns block 1's MLP output into NaN on its next call only."""
+    arm_transient(model)
+    b["labels"] = b["input_ids"]  # sharing input_ids' storage, as many loops do (the bundle must cope)
+    return b
+
+
+def arm_transient(model) -> None:
+    """A hook that turns block 1's MLP output into NaN on its next call only."""
     fired = []
 
     def hook(module, args, out):
@@ -62,8 +68,6 @@ def transient_nan(model, b: dict) -> dict:
         return None
 
     model.transformer.h[1].mlp.register_forward_hook(hook)
-    b["labels"] = b["input_ids"]  # sharing input_ids' storage, as many loops do (the bundle must cope)
-    return b
 
 
 FAULTS = {"nan_embeds": nan_embeds, "out_of_range": out_of_range, "all_ignored": all_ignored,

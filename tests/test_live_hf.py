@@ -22,7 +22,7 @@ class ArmTransient(transformers.TrainerCallback):
 
     def on_step_begin(self, args, state, control, model=None, **kwargs):
         if state.global_step + 1 == AT:
-            lf.transient_nan(model, {})
+            lf.arm_transient(model)
 
 
 def train(tmp_path, fault: str | None = None, policy: str = "skip", lr_jump_at: int | None = None,

@@ -22,11 +22,8 @@ import math
 from collections import deque
 from dataclasses import dataclass, field
 
-from ..probes.logs_detectors import (  # the one import of the log detectors
-    LEVEL_WINDOW,
-    SpikeDetector,
-)
-from ..probes.logs_trackers import LS_COLLAPSE_FACTOR, LS_MIN_SCALE, LS_REF_RECORDS
+from ..probes.logs.detectors import LEVEL_WINDOW, SpikeDetector  # the log probe's own detectors
+from ..probes.logs.trackers import LS_COLLAPSE_FACTOR, LS_MIN_SCALE, LS_REF_RECORDS
 
 WARMUP_STEPS = 2 * LEVEL_WINDOW   # finite values a detector sees before it may trip
 WINDOW = 64                        # steps of metrics kept for the bundle

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..probes import nonfinite as nf
+from ..probes.forward import nonfinite as nf
 
 SPIKE_REPLAY_REL = 0.05   # a replayed loss within 5 % of the live one reproduces the spike
 
