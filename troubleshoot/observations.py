@@ -100,6 +100,8 @@ class Observations:
     facts: dict[str, Fact] = field(default_factory=dict)
     # Plain data for renderers, keyed by probe family: {"logs": {"timelines": [Timeline, ...]}}
     attachments: dict[str, Any] = field(default_factory=dict)
+    # Symptoms a probe saw happen (the live guard saw the loss turn NaN): symptom id -> weight
+    symptoms: dict[str, float] = field(default_factory=dict)
 
     def fact(self, name: str, value: Any, source: str, note: str = "") -> None:
         self.facts[name] = Fact(name, value, source, note)
@@ -114,6 +116,8 @@ class Observations:
         self.findings.extend(other.findings)
         self.facts.update(other.facts)
         self.attachments.update(other.attachments)
+        for sid, weight in other.symptoms.items():
+            self.symptoms[sid] = max(self.symptoms.get(sid, 0.0), weight)
         return self
 
     @classmethod

@@ -27,6 +27,7 @@ FAMILIES = (
     ("batch", "data.batch"),
     ("gradflow", "forward.gradflow"),
     ("masks", "forward.masks"),
+    ("incident", "incident"),
 )
 
 
@@ -47,6 +48,10 @@ SHARED_FACTS: dict[str, tuple[str, Callable[[Fact, Fact], Fact]]] = {
     "model.has_embed_layernorm": ("the tensors present (weights) beat what the config says", _from("weights")),
     "weights.nonfinite": ("NaN/Inf in the file (weights) or in the built model (gradflow): either", _worse),
     "weights.nonfinite_tensors": ("the larger count of the two", _worse),
+    "data.has_nonfinite": ("NaN/Inf in a token batch (batch) or any tensor of an incident's batch (incident): either",
+                           _worse),
+    "grads.nonfinite": ("NaN/Inf gradients from the built model (gradflow) or the replayed failing step (incident)",
+                        _worse),
 }
 
 
