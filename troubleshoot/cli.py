@@ -142,7 +142,10 @@ def ask(text: tuple[str, ...], answers: tuple[str, ...], probe_paths: tuple[str,
     kb = _kb()
     query = " ".join(text).strip()
     facts = _parse_answers(kb, answers)
-    observations = _run_probes(probe_paths) if probe_paths else Observations()
+    from .evidence import from_text
+
+    probed = _run_probes(probe_paths) if probe_paths else Observations()
+    observations = from_text(kb, query).merge(probed)  # text < probes < answers
     interactive = not no_input and stdin_is_tty()
     matches, ambiguous = pick(SymptomMatcher(kb).match(query))
     if not matches and not observations.facts:

@@ -55,13 +55,15 @@ def score_cause(cause: Cause, facts: Mapping[str, Fact]) -> tuple[float, list[Ev
             holds = bool(ev.when.evaluate(values))
         except (Unknown, ExprError):
             continue
-        factor = ev.lr if holds else ev.else_lr
+        named = sorted(ev.when.facts & facts.keys())  # `a and b` may decide on `a` alone
+        trust = min(facts[name].trust for name in named) if named else 1.0
+        factor = (ev.lr if holds else ev.else_lr) ** trust  # weak evidence from text: a tempered ratio
         odds *= factor
-        confirmed |= holds and ev.confirms
-        for name in sorted(ev.when.facts & facts.keys()):  # `a and b` may decide on `a` alone
+        confirmed |= holds and ev.confirms and trust >= 1
+        for name in named:
             fact = facts[name]
             lines.append(EvidenceLine(name, fact.value, fact.source, factor, holds,
-                                      ev.says if holds else "", ev.when.source))
+                                      ev.says if holds else "", ev.when.source, fact.span))
     return odds / (1 + odds), lines, confirmed
 
 

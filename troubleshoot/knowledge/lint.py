@@ -13,12 +13,13 @@ from .expr import Expr, split_template
 from .read import knowledge_root, load_with_problems
 from .model import KnowledgeBase
 from .schema import Problem
+from .lint_text import text_rules
 
 
 def lint(root: Path | None = None) -> list[Problem]:
     root = root or knowledge_root()
     kb, problems = load_with_problems(root)
-    for check in (_facts_known, _references, _reachable_checks, _after_cycles, _articles, _contracts):
+    for check in (_facts_known, _references, _reachable_checks, _after_cycles, _articles, _contracts, text_rules):
         problems.extend(check(kb))
     return problems
 

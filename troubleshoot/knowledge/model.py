@@ -10,6 +10,30 @@ FACT_TYPES = ("bool", "number", "choice", "text")
 
 
 @dataclass
+class TextRule:
+    """How a fact is read from words or pasted text (docs/knowledge-format.md, "Facts from text")."""
+
+    words: list[str] = field(default_factory=list)   # literal phrases, any case, flexible spaces
+    regex: list[str] = field(default_factory=list)   # {NUM} captures a number as the value
+    set: Any = None          # the value a match sets; None: the captured value
+    negated: Any = None      # the value a negated match sets; None: a negated match sets nothing
+    trust: float = 1.0       # < 1: weaker than a measurement (likelihood ratios are tempered)
+    line: int = 0
+
+
+@dataclass
+class KeyRule:
+    """Config keys, command-line flags and keyword arguments that carry a fact's value."""
+
+    keys: list[str] = field(default_factory=list)    # snake_case; a dotted key matches a path suffix
+    set: Any = None          # a switch: a true value sets this
+    values: dict[str, list[str]] = field(default_factory=dict)  # choice -> raw spellings
+    negated: Any = None      # the value a false switch sets; None: nothing
+    index: int | None = None  # a list value (betas: [0.9, 0.95]): the element to take
+    line: int = 0
+
+
+@dataclass
 class FactSpec:
     name: str
     type: str
@@ -17,6 +41,8 @@ class FactSpec:
     choices: list[str] = field(default_factory=list)
     unit: str = ""
     file: str = ""
+    text: list[TextRule] = field(default_factory=list)
+    keys: list[KeyRule] = field(default_factory=list)
 
     def parse(self, raw: str) -> Any:
         """Turn a typed answer ('yes', '11600', 'bf16') into a value; ValueError if it is not one."""
@@ -110,6 +136,32 @@ class Symptom:
 
 
 @dataclass
+class SignatureContext:
+    """Words near a signature (anywhere in the same paste) that refine what it sets."""
+
+    words: list[str]
+    regex: list[str]
+    sets: dict[str, Any]
+
+
+@dataclass
+class Signature:
+    """An error line people paste (rules/_signatures/*.yaml) and the facts it establishes."""
+
+    id: str
+    title: str
+    match: list[str]                       # literal substrings, any case
+    regex: list[str]
+    sets: dict[str, Any]
+    severity: str = "error"
+    trust: float = 1.0
+    context: list[SignatureContext] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+    file: str = ""
+    line: int = 0
+
+
+@dataclass
 class Article:
     id: str
     title: str
@@ -125,6 +177,7 @@ class KnowledgeBase:
     fixes: dict[str, Fix] = field(default_factory=dict)
     facts: dict[str, FactSpec] = field(default_factory=dict)
     articles: dict[str, Article] = field(default_factory=dict)
+    signatures: dict[str, Signature] = field(default_factory=dict)
     fingerprint: str = ""  # changes with any edit of rules/ or kb/; keys derived caches
 
     def checks_for(self, fact: str) -> list[Check]:

@@ -18,6 +18,7 @@ from typing import Any, Callable
 from ..errors import LlmfixError
 from . import schema
 from .expr import Expr, ExprError, split_template
+from .read_text import read_fact_rules, read_signatures
 from .model import (Article, Cause, Check, Evidence, FactSpec, Fix, FixAttempt, KnowledgeBase,
                     Symptom)
 from .schema import Located, Problem
@@ -56,8 +57,9 @@ def load_with_problems(root: Path) -> tuple[KnowledgeBase, list[Problem]]:
     kb, problems = KnowledgeBase(), []
     rules = root / "rules"
     fact_files, rule_files = sorted((rules / "_facts").glob("*.yaml")), sorted(rules.glob("*.yaml"))
+    signature_files = sorted((rules / "_signatures").glob("*.yaml"))
     articles = sorted((root / "kb").glob("*.md"))
-    cache = ParseCache(root, fact_files + rule_files + articles)
+    cache = ParseCache(root, fact_files + rule_files + signature_files + articles)
     kb.fingerprint = cache.fingerprint
     for path in fact_files:
         doc = cache.parse(path, problems)
@@ -67,6 +69,10 @@ def load_with_problems(root: Path) -> tuple[KnowledgeBase, list[Problem]]:
         doc = cache.parse(path, problems)
         if doc is not None:
             _read_symptom(doc, path.stem, kb, problems)
+    for path in signature_files:
+        doc = cache.parse(path, problems)
+        if doc is not None:
+            read_signatures(doc, kb, problems)
     for path in articles:
         _read_article(path, root, kb, problems, cache)
     cache.save(problems)
@@ -182,6 +188,7 @@ def _add_fact(doc: Located, path: tuple, name: str, spec: Any, kb: KnowledgeBase
         return
     kb.facts[name] = FactSpec(name, spec["type"], spec["description"], list(spec.get("choices") or []),
                               spec.get("unit", ""), doc.file)
+    read_fact_rules(doc, path, spec, kb.facts[name], problems)
 
 
 def _read_fact_file(doc: Located, kb: KnowledgeBase, problems: list[Problem]) -> None:
