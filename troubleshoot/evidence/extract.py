@@ -14,8 +14,7 @@ long or strange, is read in time proportional to its length.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..knowledge.model import FactSpec, KnowledgeBase, Signature
 from ..observations import Observations
@@ -28,8 +27,7 @@ SPAN_CHARS, LINE_CHARS = 80, 160
 PRIORITY = {"signature": 3, "key": 2, "text": 1}
 
 
-@dataclass(frozen=True)
-class Hit:
+class Hit(NamedTuple):
     """One reading of a fact: its value, the quoted words, where they start, and how far to trust it."""
 
     fact: str
@@ -41,8 +39,7 @@ class Hit:
     kind: str = "text"    # text | key | signature
 
 
-@dataclass
-class SignatureHit:
+class SignatureHit(NamedTuple):
     signature: Signature
     start: int
     line: int
@@ -50,11 +47,10 @@ class SignatureHit:
     quote: str
 
 
-@dataclass
-class Extraction:
-    facts: dict[str, Hit] = field(default_factory=dict)
-    signatures: list[SignatureHit] = field(default_factory=list)
-    ambiguous: dict[str, list[Hit]] = field(default_factory=dict)  # left unset: the text disagrees
+class Extraction(NamedTuple):
+    facts: dict[str, Hit]
+    signatures: list[SignatureHit]
+    ambiguous: dict[str, list[Hit]]  # facts left unset: the text disagrees with itself
 
     def observations(self, source: str, where: str = "", severity: str | None = None) -> Observations:
         """Facts (with their spans) and one finding per signature, ``where`` naming the file;
@@ -89,7 +85,7 @@ def extract(kb: KnowledgeBase, text: str) -> Extraction:
             hits.extend(_facts(kb.facts[pattern.fact], pattern, text))
     for sig_hit in sorted(found.values(), key=lambda s: s.start):
         hits.extend(_signature_facts(kb, sig_hit, [c for c in contexts if c.signature == sig_hit.signature.id]))
-    out = Extraction(signatures=sorted(found.values(), key=lambda s: s.start))
+    out = Extraction({}, sorted(found.values(), key=lambda s: s.start), {})
     _resolve(hits, out)
     return out
 
@@ -138,7 +134,7 @@ def _signature(kb: KnowledgeBase, pattern: Pattern, text: str, found: dict[str, 
             break
     held = found.get(pattern.signature)
     if held is not None and held.start <= first.start():
-        held.count = max(held.count, count)
+        found[pattern.signature] = held._replace(count=max(held.count, count))
         return
     line_start = text.rfind("\n", 0, first.start()) + 1
     line_end = text.find("\n", first.end())

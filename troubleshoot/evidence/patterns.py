@@ -13,9 +13,8 @@ Each attempt then explores a bounded number of paths, so a search is linear in t
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..knowledge.model import FactSpec, KnowledgeBase
 
@@ -26,8 +25,7 @@ _BEFORE = r"(?<![A-Za-z0-9_.\-])"
 _AFTER = r"(?![A-Za-z0-9_])"
 
 
-@dataclass(frozen=True)
-class Pattern:
+class Pattern(NamedTuple):
     """One expression and what a match means."""
 
     rx: str

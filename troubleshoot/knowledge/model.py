@@ -2,32 +2,32 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from .expr import Expr
 
 FACT_TYPES = ("bool", "number", "choice", "text")
 
 
-@dataclass
-class TextRule:
-    """How a fact is read from words or pasted text (docs/knowledge-format.md, "Facts from text")."""
+class TextRule(NamedTuple):
+    """How a fact is read from words or pasted text (docs/knowledge-format.md, "Facts from text").
 
-    words: list[str] = field(default_factory=list)   # literal phrases, any case, flexible spaces
-    regex: list[str] = field(default_factory=list)   # {NUM} captures a number as the value
+    NamedTuples, not dataclasses, for the rules read on every start: they cost a tenth to define."""
+
+    words: list[str]         # literal phrases, any case, flexible spaces
+    regex: list[str]         # {NUM} captures a number as the value
     set: Any = None          # the value a match sets; None: the captured value
     negated: Any = None      # the value a negated match sets; None: a negated match sets nothing
     trust: float = 1.0       # < 1: weaker than a measurement (likelihood ratios are tempered)
     line: int = 0
 
 
-@dataclass
-class KeyRule:
+class KeyRule(NamedTuple):
     """Config keys, command-line flags and keyword arguments that carry a fact's value."""
 
-    keys: list[str] = field(default_factory=list)    # snake_case; a dotted key matches a path suffix
+    keys: list[str]          # snake_case; a dotted key matches a path suffix
     set: Any = None          # a switch: a true value sets this
-    values: dict[str, list[str]] = field(default_factory=dict)  # choice -> raw spellings
+    values: dict = {}        # choice -> raw spellings (never mutated)
     negated: Any = None      # the value a false switch sets; None: nothing
     index: int | None = None  # a list value (betas: [0.9, 0.95]): the element to take
     line: int = 0
@@ -135,8 +135,7 @@ class Symptom:
         return [self.title, *(a for group in self.aliases.values() for a in group)]
 
 
-@dataclass
-class SignatureContext:
+class SignatureContext(NamedTuple):
     """Words near a signature (anywhere in the same paste) that refine what it sets."""
 
     words: list[str]
@@ -144,8 +143,7 @@ class SignatureContext:
     sets: dict[str, Any]
 
 
-@dataclass
-class Signature:
+class Signature(NamedTuple):
     """An error line people paste (rules/_signatures/*.yaml) and the facts it establishes."""
 
     id: str
@@ -153,12 +151,12 @@ class Signature:
     match: list[str]                       # literal substrings, any case
     regex: list[str]
     sets: dict[str, Any]
-    severity: str = "error"
-    trust: float = 1.0
-    context: list[SignatureContext] = field(default_factory=list)
-    sources: list[str] = field(default_factory=list)
-    file: str = ""
-    line: int = 0
+    severity: str
+    trust: float
+    context: list[SignatureContext]
+    sources: list[str]
+    file: str
+    line: int
 
 
 @dataclass
