@@ -28,6 +28,7 @@ RULED_OUT, LIKELY = 0.05, 0.5
 MIN_QUESTION_VALUE = 0.02   # below this an answer would not visibly change the ranking
 IMPLIES_SYMPTOM_LR = 2.0    # a probed fact with at least this ratio ...
 IMPLIES_SYMPTOM_SCORE = 0.25  # ... that lifts a cause at least this high puts its symptom on the table
+SETTINGS_SOURCE = "probe:setup"  # run settings describe the setup, not a problem: they never imply a symptom
 
 Asker = Callable[[Question], Any]  # returns a value, None for "don't know"; raises EOFError to stop
 
@@ -146,7 +147,7 @@ def implied_symptoms(kb: KnowledgeBase, facts: Mapping[str, Fact]) -> dict[str, 
     implied: dict[str, float] = {}
     for cause in kb.causes.values():
         for ev in cause.evidence:
-            if ev.lr < IMPLIES_SYMPTOM_LR:
+            if ev.lr < IMPLIES_SYMPTOM_LR or all(facts[n].source == SETTINGS_SOURCE for n in ev.when.facts & facts.keys()):
                 continue
             try:
                 if ev.when.evaluate(values):

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from ..errors import LlmfixError
 from ..observations import Artifact, Observations
 
-FAMILIES = ("config", "weights", "optimizer", "logs", "batch", "gradflow", "masks")
+FAMILIES = ("setup", "config", "weights", "optimizer", "logs", "batch", "gradflow", "masks")  # setup first: measurements override it
 
 
 @dataclass
