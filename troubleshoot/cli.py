@@ -39,13 +39,17 @@ def stdin_is_tty() -> bool:
     return sys.stdin.isatty()
 
 
-def _finish(diag: Diagnosis, as_json: bool, top: int) -> None:
+def _finish(diag: Diagnosis, as_json: bool, top: int, unusable: bool = False) -> None:
+    """Print and exit: 1 problem found, 0 nothing wrong, 2 when nothing usable was read at all."""
     if as_json:
         click.echo(json.dumps(diag.to_json(), ensure_ascii=False, indent=1))
     else:
         from .report.terminal import render
 
         click.echo(render(diag, top=top), nl=False)
+    if unusable and not diag.problem_found:
+        click.echo("Error: nothing usable was read from the given paths (see the findings for what to give instead)", err=True)
+        sys.exit(2)
     sys.exit(1 if diag.problem_found else 0)
 
 
@@ -204,6 +208,9 @@ def probe(paths: tuple[str, ...], as_json: bool, device: str, model_factory: str
                                model_factory=model_factory, plot=plot, options=options)
     if options:
         click.echo("\r\033[K", nl=False, err=True)
+    unusable = {f.where for f in observations.findings if f.id == "input.nothing_usable"}
+    if unusable and unusable >= {a.path for a in observations.artifacts} and not facts:
+        _finish(diagnose(kb, {}, observations, facts), as_json, top, unusable=True)
     _finish(diagnose(kb, {}, observations, facts), as_json, top)
 
 

@@ -49,4 +49,7 @@ def run_all(ctx: ProbeContext) -> Observations:
             continue
         part.artifacts = []  # already listed
         out.merge(part)
+    from .setup.coverage import account
+
+    account(out)
     return out

@@ -26,6 +26,9 @@ CALLS = {"from_pretrained", "adam", "adamw", "adamw8bit", "pagedadamw", "pagedad
 POSITIONAL = {"clip_grad_norm_": ("parameters", "max_norm"),
               "get_linear_schedule_with_warmup": ("optimizer", "num_warmup_steps", "num_training_steps"),
               "get_cosine_schedule_with_warmup": ("optimizer", "num_warmup_steps", "num_training_steps")}
+# calls that are a setting by themselves
+CALL_SETTINGS = {"gradient_checkpointing_enable": ("gradient_checkpointing", True),
+                 "get_peft_model": ("peft_type", "lora"), "prepare_model_for_kbit_training": ("peft_type", "lora")}
 FP32_MIN = ("finfo(torch.float32).min", "finfo(torch.float).min")
 UNSAFE_FILL = 65504.0        # the largest fp16 magnitude
 
@@ -68,9 +71,9 @@ def script_settings(path: Path) -> list[Setting]:
 
 def _call_settings(node: ast.Call, lines: list[str]) -> list[Setting]:
     name = _call_name(node).lower()
+    out = [Setting(*CALL_SETTINGS[name], node.lineno, _quote(lines, node))] if name in CALL_SETTINGS else []
     if not (name in CALLS or name.endswith(CONFIG_CALLS)):
-        return []
-    out = []
+        return out
     for i, arg in enumerate(node.args[:len(POSITIONAL.get(name, ()))]):
         out.append(Setting(f"{name}.{POSITIONAL[name][i]}", _value(arg), node.lineno, f"{name}(... {ast.unparse(arg)[:60]})"))
     for kw in node.keywords:
