@@ -95,11 +95,18 @@ def _facts(spec: FactSpec, pattern: Pattern, text: str) -> list[Hit]:
     for n, match in enumerate(pattern.compiled.finditer(text)):
         if n >= MAX_MATCHES:
             break
+        if pattern.kind == "key" and _in_metrics_line(text, match.start()):
+            continue  # {'loss': 2.1, 'learning_rate': 1.9e-05}: the value at that step, not the setting
         value = _value(spec, pattern, match)
         if value is not None:
             out.append(Hit(spec.name, value, _span(match.group(0)), match.start(), match.end(), pattern.trust,
                            pattern.kind))
     return out
+
+
+def _in_metrics_line(text: str, start: int) -> bool:
+    line = text[text.rfind("\n", 0, start) + 1:start]
+    return line.lstrip().startswith("{") and ("loss'" in line or 'loss"' in line)
 
 
 def _value(spec: FactSpec, pattern: Pattern, match) -> Any:

@@ -27,6 +27,8 @@ TRAINERS = {"deepspeed": "deepspeed config", "llama-factory": "LLaMA-Factory con
             "generic": "training config"}
 HF_KEYS = {"learning_rate", "per_device_train_batch_size", "gradient_accumulation_steps", "num_train_epochs",
            "warmup_steps", "warmup_ratio", "max_grad_norm", "bf16", "fp16", "lr_scheduler_type"}
+# keys a trainer uses in its own sense: mlx-lm's num_layers counts the layers LoRA is applied to
+RENAMES = {"mlx-lm": {"num_layers": "lora_layers"}}
 TRAINING_KEYS = HF_KEYS | {"lr", "optimizer", "optim", "batch_size", "micro_batch_size", "precision", "max_steps",
                            "epochs", "seq_len", "max_seq_length", "model"}
 
@@ -80,7 +82,7 @@ def trainer_of(data: dict) -> str | None:
         return "llama-factory"
     if "base_model" in keys and keys & {"datasets", "micro_batch_size", "sequence_len", "adapter"}:
         return "axolotl"
-    if "_component_" in json.dumps(data, default=str)[:200_000] and "torchtune" in json.dumps(data, default=str)[:200_000]:
+    if any(str(v.get("_component_", "")).startswith("torchtune.") for v in data.values() if isinstance(v, dict)):
         return "torchtune"
     if "model.d_model" in nested and keys & {"optimizer", "max_duration", "scheduler"}:
         return "olmo"
@@ -108,11 +110,13 @@ def config_settings(path: Path) -> list[Setting]:
     except Exception:
         data, line_of = json.loads(text), (lambda _: 0)
     lines = text.splitlines()
+    renames = RENAMES.get(trainer_of(data) if isinstance(data, dict) else "", {})
     out = []
     for keys, value in _leaves(data, ()):
         line = line_of(keys)
         quote = lines[line - 1].strip()[:120] if 0 < line <= len(lines) else f"{'.'.join(map(str, keys))}: {value}"
-        out.append(Setting(".".join(snake(str(k)) for k in keys if not isinstance(k, int)), value, line, quote))
+        path = ".".join(snake(str(k)) for k in keys if not isinstance(k, int))
+        out.append(Setting(renames.get(path, path), value, line, quote))
     return out
 
 

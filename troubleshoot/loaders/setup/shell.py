@@ -41,15 +41,24 @@ def command_settings(text: str) -> list[Setting]:
     out: list[Setting] = []
     for line_no, line in _logical_lines(text):
         assign = _ASSIGN.match(line)
-        if assign and not line.lstrip().startswith(("--", "-")):
+        if assign and not _is_command(assign.group(2)):
             # unquoted $NAME splits on spaces, so a quoted list of flags is still a list of words
             tokens = [word for token in _split(assign.group(2).strip().strip("()")) for word in token.split()]
             variables[assign.group(1)] = (_expand(tokens, variables), line_no)
             if any(t.startswith("--") for t in tokens):
                 out += _flags(variables[assign.group(1)][0], line_no)
             continue
-        out += _flags(_expand(_split(line), variables), line_no)
+        words = _split(line)
+        while words and _ASSIGN.match(words[0]):  # environment prefix
+            words.pop(0)
+        out += _flags(_expand(words, variables), line_no)
     return out
+
+
+def _is_command(value: str) -> bool:
+    """``CUDA_VISIBLE_DEVICES=0,1 llamafactory-cli train ...``: an environment prefix, not an assignment."""
+    value = value.strip()
+    return not value.startswith(("(", '"', "'")) and len(_split(value)) > 1
 
 
 def _logical_lines(text: str):
