@@ -14,7 +14,8 @@ long or strange, is read in time proportional to its length.
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+import re
+from typing import Any, Iterator, NamedTuple
 
 from ..knowledge.model import FactSpec, KnowledgeBase, Signature
 from ..observations import Observations
@@ -24,6 +25,7 @@ from .patterns import Pattern, table
 MAX_MATCHES = 64          # matches looked at per expression (a log repeating a line 10^6 times)
 MAX_COUNT = 100_000       # occurrences of a signature counted
 SPAN_CHARS, LINE_CHARS = 80, 160
+WINDOW_GAP = 512          # search windows closer than this are merged
 PRIORITY = {"signature": 3, "key": 2, "text": 1}
 
 
@@ -70,19 +72,30 @@ class Extraction(NamedTuple):
 def extract(kb: KnowledgeBase, text: str) -> Extraction:
     """Read every fact and signature the knowledge can find in ``text``."""
     lowered = text.lower()
+    if len(lowered) != len(text):  # a few characters lower-case to two: no literal index then
+        lowered = ""
     hits: list[Hit] = []
     found: dict[str, SignatureHit] = {}
     contexts: list[Pattern] = []
+    present: dict[str, bool] = {}  # literal -> occurs in the text (patterns share literals)
+
+    def occurs(literal: str) -> bool:
+        if literal not in present:
+            present[literal] = literal in lowered
+        return present[literal]
+
     for pattern in table(kb):
-        if pattern.literals and not any(lit in lowered for lit in pattern.literals):
+        if lowered and (pattern.literals and not any(map(occurs, pattern.literals))
+                        or not all(map(occurs, pattern.requires))):
             continue
+        matches = _matches(pattern, text, lowered)
         if pattern.kind == "signature":
-            _signature(kb, pattern, text, found)
+            _signature(kb, pattern, text, matches, found)
         elif pattern.kind == "context":
-            if pattern.compiled.search(text):
+            if next(matches, None) is not None:
                 contexts.append(pattern)
         else:
-            hits.extend(_facts(kb.facts[pattern.fact], pattern, text))
+            hits.extend(_facts(kb.facts[pattern.fact], pattern, text, matches))
     for sig_hit in sorted(found.values(), key=lambda s: s.start):
         hits.extend(_signature_facts(kb, sig_hit, [c for c in contexts if c.signature == sig_hit.signature.id]))
     out = Extraction({}, sorted(found.values(), key=lambda s: s.start), {})
@@ -90,9 +103,46 @@ def extract(kb: KnowledgeBase, text: str) -> Extraction:
     return out
 
 
-def _facts(spec: FactSpec, pattern: Pattern, text: str) -> list[Hit]:
+def _matches(pattern: Pattern, text: str, lowered: str) -> Iterator[re.Match]:
+    """The pattern's matches, searched only around the occurrences of its literals: a match holds
+    one of them and is at most ``width`` long, so text farther away cannot match (a 10 MB log is
+    then read at ``str.find`` speed, not at the regex engine's)."""
+    if not (lowered and pattern.literals and pattern.width):
+        yield from pattern.compiled.finditer(text)
+        return
+    reach = pattern.width + 8  # + look-behind / look-ahead context
+    starts = sorted({i for lit in pattern.literals for i in _occurrences(lowered, lit)})
+    done = 0
+    for start, end in _windows(starts, reach, len(text)):
+        for match in pattern.compiled.finditer(text, max(start, done), end):
+            done = match.end()
+            yield match
+
+
+def _occurrences(lowered: str, literal: str) -> Iterator[int]:
+    i = lowered.find(literal)
+    while i >= 0:
+        yield i
+        i = lowered.find(literal, i + 1)
+
+
+def _windows(starts: list[int], reach: int, size: int) -> Iterator[tuple[int, int]]:
+    """[start - reach, start + reach] windows, merged when close (one long scan beats many calls)."""
+    low = high = None
+    for i in starts:
+        if high is not None and i - reach <= high + WINDOW_GAP:
+            high = min(size, i + reach)
+            continue
+        if high is not None:
+            yield low, high
+        low, high = max(0, i - reach), min(size, i + reach)
+    if high is not None:
+        yield low, high
+
+
+def _facts(spec: FactSpec, pattern: Pattern, text: str, matches: Iterator[re.Match]) -> list[Hit]:
     out = []
-    for n, match in enumerate(pattern.compiled.finditer(text)):
+    for n, match in enumerate(matches):
         if n >= MAX_MATCHES:
             break
         if pattern.kind == "key" and _in_metrics_line(text, match.start()):
@@ -131,12 +181,13 @@ def _value(spec: FactSpec, pattern: Pattern, match) -> Any:
         return None
 
 
-def _signature(kb: KnowledgeBase, pattern: Pattern, text: str, found: dict[str, SignatureHit]) -> None:
-    first = pattern.compiled.search(text)
+def _signature(kb: KnowledgeBase, pattern: Pattern, text: str, matches: Iterator[re.Match],
+               found: dict[str, SignatureHit]) -> None:
+    first = next(matches, None)
     if first is None:
         return
     count = 1
-    for count, _ in enumerate(pattern.compiled.finditer(text, first.end()), 2):
+    for count, _ in enumerate(matches, 2):
         if count >= MAX_COUNT:
             break
     held = found.get(pattern.signature)

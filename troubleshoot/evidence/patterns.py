@@ -38,6 +38,8 @@ class Pattern(NamedTuple):
     trust: float = 1.0
     sets: tuple = ()     # context: (fact, value) pairs
     literals: tuple = ()  # prefilter: one of these (lowercase) must occur in the text
+    width: int = 0       # the longest possible match (0: unknown, search everywhere)
+    requires: tuple = ()  # every one of these (lowercase) occurs in any text the expression matches
 
     @property
     def compiled(self) -> re.Pattern:
@@ -106,6 +108,8 @@ def build(kb: KnowledgeBase) -> list[dict]:
                 rows.append(dict(rx=rx, kind="context", signature=sig.id, sets=sorted(ctx.sets.items())))
     for row in rows:
         row["literals"] = literals(row["rx"])
+        row["width"] = max_width(row["rx"])
+        row["requires"] = required_runs(row["rx"])
     return rows
 
 
@@ -130,7 +134,8 @@ def table(kb: KnowledgeBase) -> list[Pattern]:
     rows = memo(kb, "patterns", lambda: build(kb), __file__)
     out = [Pattern(r["rx"], r["kind"], r.get("fact", ""), r.get("signature", ""), r.get("set"), r.get("negated"),
                    tuple(map(tuple, r.get("values", ()))), r.get("trust", 1.0),
-                   tuple(map(tuple, r.get("sets", ()))), tuple(r["literals"])) for r in rows]
+                   tuple(map(tuple, r.get("sets", ()))), tuple(r["literals"]), r.get("width", 0),
+                   tuple(r.get("requires", ()))) for r in rows]
     _TABLES[id(kb)] = (kb, out)
     return out
 
@@ -149,6 +154,32 @@ def literals(rx: str) -> list[str]:
     except (re.error, ImportError):
         return []
     return _required(list(tree))
+
+
+def required_runs(rx: str) -> list[str]:
+    """Every literal run (2+ characters) outside alternatives and optional parts: all must occur."""
+    try:
+        tree = _parser().parse(rx, re.IGNORECASE)
+    except (re.error, ImportError):
+        return []
+    parser, runs, run = _parser(), [], ""
+    for op, arg in list(tree) + [(None, None)]:
+        if op is parser.LITERAL:
+            run += chr(arg).lower()
+            continue
+        if len(run) >= 2:
+            runs.append(run)
+        run = ""
+    return runs
+
+
+def max_width(rx: str) -> int:
+    """The longest text the expression can match (bounded quantifiers make it finite), 0 if unknown."""
+    try:
+        high = _parser().parse(rx, re.IGNORECASE).getwidth()[1]
+    except (re.error, ImportError, OverflowError):
+        return 0
+    return high if high < 100_000 else 0
 
 
 def _required(items: list) -> list[str]:
