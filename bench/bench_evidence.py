@@ -14,8 +14,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from troubleshoot.evidence import extract  # noqa: E402
-from troubleshoot.knowledge import load  # noqa: E402
+from troubleshoot.evidence import extract
+from troubleshoot.knowledge import load
 
 LOG_LINE = "{'loss': 2.3125, 'grad_norm': 1.094, 'learning_rate': 1.8e-05, 'epoch': 0.12}\n"
 TRACEBACK = ("Traceback (most recent call last):\n  File \"train.py\", line 88, in <module>\n    trainer.train()\n"

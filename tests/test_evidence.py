@@ -6,7 +6,8 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from troubleshoot.cli import main
 from troubleshoot.evidence import extract

@@ -15,7 +15,8 @@ long or strange, is read in time proportional to its length.
 from __future__ import annotations
 
 import re
-from typing import Any, Iterator, NamedTuple
+from collections.abc import Iterator
+from typing import Any, NamedTuple
 
 from ..knowledge.model import FactSpec, KnowledgeBase, Signature
 from ..observations import Observations

@@ -9,7 +9,8 @@ line. ``"auto"`` (DeepSpeed filled in by the HF Trainer) and unparsable values s
 """
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from ..knowledge.model import FactSpec, KeyRule, KnowledgeBase
 from .extract import Hit

@@ -9,13 +9,13 @@ CHINESE_WINDOW for Chinese ones, which sit right before what they negate ("æ²¡æœ
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import cache
 from types import SimpleNamespace
 
 ENGLISH_WINDOW, CHINESE_WINDOW = 40, 5
 
 
-@lru_cache(maxsize=None)
+@cache
 def _rx() -> SimpleNamespace:
     """The expressions, compiled on first use: most questions hold no phrase to check."""
     return SimpleNamespace(

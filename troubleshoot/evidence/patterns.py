@@ -13,7 +13,7 @@ Each attempt then explores a bounded number of paths, so a search is linear in t
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import cache
 from typing import Any, NamedTuple
 
 from ..knowledge.model import FactSpec, KnowledgeBase
@@ -46,7 +46,7 @@ class Pattern(NamedTuple):
         return _compile(self.rx)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _compile(rx: str) -> re.Pattern:
     return re.compile(rx, re.IGNORECASE)
 

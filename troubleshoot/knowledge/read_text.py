@@ -9,7 +9,14 @@ from __future__ import annotations
 from typing import Any
 
 from . import schema
-from .model import FactSpec, KeyRule, KnowledgeBase, Signature, SignatureContext, TextRule
+from .model import (
+    FactSpec,
+    KeyRule,
+    KnowledgeBase,
+    Signature,
+    SignatureContext,
+    TextRule,
+)
 from .schema import Located, Problem
 
 SEVERITIES = ("error", "warning", "info")

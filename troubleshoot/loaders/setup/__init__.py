@@ -21,7 +21,7 @@ from .shell import is_launch, shell_settings
 KINDS = ("launch-script", "training-script", "trainer-config", "console")
 CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
 
-__all__ = ["KINDS", "Setting", "settings", "sniff", "read_text"]
+__all__ = ["KINDS", "Setting", "read_text", "settings", "sniff"]
 
 
 def sniff(path: str | Path) -> Artifact | None:

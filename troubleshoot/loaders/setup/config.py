@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from ...errors import ArtifactError
-from .read import MAX_BYTES, Setting, read_text, snake
+from .read import Setting, read_text, snake
 
 MAX_DEPTH, MAX_LEAVES = 24, 20_000
 TRAINERS = {"deepspeed": "deepspeed config", "llama-factory": "LLaMA-Factory config", "axolotl": "axolotl config",
@@ -104,11 +105,16 @@ def config_settings(path: Path) -> list[Setting]:
     text = read_text(path)
     if text is None:
         raise ArtifactError(path, "binary content, not a config")
+    import yaml
+
     try:
         doc = _located(text, path)
         data, line_of = doc.data, doc.line
-    except Exception:
-        data, line_of = json.loads(text), (lambda _: 0)
+    except (yaml.YAMLError, RecursionError):  # JSON that YAML refuses (tabs): read as JSON, no lines
+        try:
+            data, line_of = json.loads(text), (lambda _: 0)
+        except (ValueError, RecursionError):
+            raise ArtifactError(path, "not valid YAML or JSON") from None
     lines = text.splitlines()
     renames = RENAMES.get(trainer_of(data) if isinstance(data, dict) else "", {})
     out = []

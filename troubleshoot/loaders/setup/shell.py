@@ -19,7 +19,7 @@ LAUNCHERS = re.compile(r"(?m)^\s*(?:[A-Z_][A-Z0-9_]*=\S*\s+)*(?:srun\s+\S.*)?"
                        r"(?:torchrun|deepspeed|accelerate\s+launch|python3?\s+(?:-m\s+\S+\s+)?\S+\.py|"
                        r"llamafactory-cli|axolotl|tune\s+run|mlx_lm\.lora|python3?\s+-m\s+(?:torch\.distributed\.run|mlx_lm))")
 SHELL_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch", ".zsh")
-_ASSIGN = re.compile(r"^\s*(?:export\s+|local\s+|declare\s+(?:-\w\s+)?)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
+_ASSIGN = re.compile(r"^\s*(?:export\s+|local\s+|declare\s+(?:-\w\s+)?)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:\[@\]|\[\*\])?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 _OVERRIDE = re.compile(r"^([a-z][a-z0-9_.]*)=(.+)$")
 _NUMBER = re.compile(r"^-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$")

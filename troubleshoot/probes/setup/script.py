@@ -17,8 +17,9 @@ def script_findings(path: Path, found: dict[str, Hit], obs: Observations) -> dic
     for p in sorted(patterns(path), key=lambda p: p.id != "half"):  # fp16 known before the mask fills
         where = f"{path}:{p.line}"
 
-        def fact(name: str, value, trust: float = 1.0) -> None:
+        def fact(name: str, value, trust: float = 1.0, p=p) -> None:
             facts[name] = Hit(name, value, p.quote, p.line, p.line, trust, "key")
+
         if p.id == "half":
             obs.find("setup.model_half", "warning", "the model is cast to fp16 and trained in it: fp16 weights have "
                      "no fp32 master copy (small updates are lost, GradScaler refuses to unscale); load in fp32 or "
