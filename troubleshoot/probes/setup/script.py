@@ -37,8 +37,10 @@ def script_findings(path: Path, found: dict[str, Hit], obs: Observations) -> dic
             fact("data.labels.pad_not_ignored", True, trust=0.6)
         elif p.id == "mask_fill":
             risky = "warning" if fp16 else "info"
-            obs.find("setup.mask_fill", risky, f"a mask is filled with a value beyond the fp16 range (65504)"
-                     f"{' and the run is fp16' if fp16 else ' (safe in fp32 / bf16, overflows under fp16)'}: {p.quote}", where)
+            obs.find("setup.mask_fill", risky, "a mask is filled with -1e9, finfo(float32).min or -inf: beyond the "
+                     "fp16 range (65504) it overflows, and -inf makes a fully masked row NaN"
+                     f"{' (the run is fp16)' if fp16 else ' (fine in fp32 / bf16 unless rows are fully masked)'}: {p.quote}",
+                     where)
             if fp16:
                 fact("fp16overflow.mask_fill_large", True)
                 fact("mask.additive_fill_unsafe", True)
