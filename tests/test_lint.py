@@ -30,15 +30,25 @@ BROKEN = [
     ("typo in a field", "    evidence:\n      - when: data.mask.binary", "    evidnce:\n      - when: data.mask.binary",
      "rules/nan-loss.yaml:24: causes[0].evidnce: unknown field 'evidnce'"),
     ("prior out of range", "prior: 0.1", "prior: 1.5", "causes[0].prior: expected a number between 0 and 1"),
-    ("negative likelihood ratio", "lr: 30", "lr: -3", "causes[0].evidence[0].lr: expected a likelihood ratio > 0"),
+    ("negative likelihood ratio", "lr: 30", "lr: -3", "causes[0].evidence[0].lr: expected a likelihood ratio between 1e-6 and 1e6"),
     ("unknown fact", "when: data.mask.binary == false", "when: data.mask.binry == false",
      "nan-loss.invalid-mask.evidence[0].when: unknown fact 'data.mask.binry'"),
     ("unsafe expression", "when: nanloss.early", "when: __import__('os').getcwd()", "is not allowed"),
     ("unknown fix", "fixes: [fix-lower-lr]", "fixes: [fix-nope]", "nan-loss.lr-too-high.fixes: unknown fix 'fix-nope'"),
     ("duplicate cause id", "id: nan-loss.lr-too-high", "id: nan-loss.invalid-mask", "duplicate cause id 'nan-loss.invalid-mask'"),
     ("cause without fixes", "fixes: [fix-binary-mask]", "fixes: []", "nan-loss.invalid-mask: cause has no fixes"),
-    ("fix without sources", '    steps: ["attention_mask = (attention_mask > 0).long()"]\n    sources: ["000_43af7a7a7fac43b8.txt"]',
+    ("fix without sources", '    steps: ["attention_mask = (attention_mask > 0).long()"]\n    sources: ["https://github.com/Oneflow-Inc/libai/blob/main/docs/source/notes/FAQ.md"]',
      '    steps: ["attention_mask = (attention_mask > 0).long()"]\n    sources: []', "fix-binary-mask: fix has no sources"),
+    ("seed file name as a source", 'sources: ["https://github.com/liguodongiot/llm-action"]', 'sources: ["003_10afe1a0742d2c2f.txt"]',
+     "'003_10afe1a0742d2c2f.txt' is not a public link"),
+    ("internal notes as a source", 'sources: ["https://github.com/liguodongiot/llm-action"]', 'sources: ["KNOWLEDGE.md nan_loss"]',
+     "'KNOWLEDGE.md nan_loss' is not a public link"),
+    ("plain-text GitHub reference", 'sources: ["https://github.com/liguodongiot/llm-action"]', 'sources: ["liguodongiot/llm-action README.md"]',
+     "is not a public link"),
+    ("prior below the floor", "prior: 0.1", "prior: 0.01", "prior 0.01 is below the floor 0.03"),
+    ("the same condition counted twice", "    evidence:\n      - when: data.mask.binary == false\n",
+     "    evidence:\n      - when: data.mask.binary == false and nanloss.early == true\n        lr: 3\n      - when: data.mask.binary == false\n",
+     "repeats evidence[1] (data.mask.binary == false): counted twice"),
     ("unreachable check", "  - fact: train.precision\n", "  - fact: model.hidden_size\n",
      "unreachable check: no cause's evidence reads 'model.hidden_size'"),
     ("cycle in after", "    cost: 2\n", "    cost: 2\n    after: data.mask.binary\n", "cycle in 'after'"),
@@ -47,6 +57,9 @@ BROKEN = [
     ("bad cause id", "id: nan-loss.lr-too-high", "id: lr_too_high", "expected a cause id 'nan-loss.<kebab-case>'"),
     ("unknown fact type", "type: bool, description: NaN within", "type: boolean, description: NaN within",
      "expected bool, number, choice or text, got 'boolean'"),
+    ("probe hint nothing answers", "    ask: Which precision do you train in?\n",
+     "    ask: Which precision do you train in?\n    probe: llmfix probe train.log\n",
+     "rules/nan-loss.yaml:17: checks[2].probe: no probe publishes 'train.precision'"),
 ]
 
 
@@ -73,3 +86,18 @@ def test_cli_lint_exit_codes(mini_root, monkeypatch):
     monkeypatch.setattr("troubleshoot.knowledge.lint.knowledge_root", lambda: mini_root)
     result = CliRunner().invoke(cli.main, ["kb", "lint"])
     assert result.exit_code == 1 and "required symptom 'loss-spike' is missing" in result.output
+
+
+def test_shared_facts_need_a_merge_rule(mini_root, monkeypatch):
+    from troubleshoot import probes
+
+    assert not new_problems(mini_root)
+    monkeypatch.delitem(probes.SHARED_FACTS, "weights.nonfinite")
+    assert any("fact 'weights.nonfinite' is published by weights and gradflow but has no merge rule" in p
+               for p in new_problems(mini_root))
+
+
+def test_article_citing_a_seed_file(mini_root):
+    mutate(mini_root, "## References\n", "## References\n\n- Seed 002_2969b0ea5896ed69.txt (BLOOM chronicles)\n",
+           Path("kb/nan-loss.md"))
+    assert any("cites '002_2969b0ea5896ed69.txt', which users cannot open" in p for p in new_problems(mini_root))

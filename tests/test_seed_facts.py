@@ -2,6 +2,7 @@
 from pathlib import Path
 
 import yaml
+from seedorigins import cites
 
 FOLDER = Path(__file__).resolve().parent / "seed_facts"
 
@@ -31,7 +32,7 @@ def test_the_encoding_rule_cites_the_seed(shipped_kb):
     uncited = []
     for file, row in rows():
         cited = [i for i in row["ids"]
-                 if any(row["seed"] in s for s in getattr(shipped_kb.causes.get(i) or shipped_kb.fixes.get(i), "sources", []))]
+                 if any(cites(row["seed"], s) for s in getattr(shipped_kb.causes.get(i) or shipped_kb.fixes.get(i), "sources", []))]
         if not cited and not any(i in shipped_kb.symptoms for i in row["ids"]):
             uncited.append((file, row["fact"]))
     assert not uncited, uncited

@@ -131,13 +131,24 @@ def table(kb: KnowledgeBase) -> list[Pattern]:
         return held[1]
     from ..knowledge.read import memo
 
-    rows = memo(kb, "patterns", lambda: build(kb), __file__)
+    rows = memo(kb, "patterns", lambda: build(kb), __file__, valid=_valid_rows)
     out = [Pattern(r["rx"], r["kind"], r.get("fact", ""), r.get("signature", ""), r.get("set"), r.get("negated"),
                    tuple(map(tuple, r.get("values", ()))), r.get("trust", 1.0),
                    tuple(map(tuple, r.get("sets", ()))), tuple(r["literals"]), r.get("width", 0),
                    tuple(r.get("requires", ()))) for r in rows]
     _TABLES[id(kb)] = (kb, out)
     return out
+
+
+def _valid_rows(rows) -> bool:
+    """A cached table of the right shape (a damaged or foreign cache file is rebuilt)."""
+    return isinstance(rows, list) and all(
+        isinstance(r, dict) and isinstance(r.get("rx"), str) and r.get("kind") in KINDS
+        and isinstance(r.get("literals"), list) and isinstance(r.get("requires", []), list)
+        and isinstance(r.get("width", 0), int) for r in rows)
+
+
+KINDS = ("text", "key", "signature", "context")
 
 
 # --------------------------------------------------------------------------- analysis of an expression

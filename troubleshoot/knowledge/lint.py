@@ -2,14 +2,19 @@
 
 Catches unknown facts / causes / fixes, duplicate ids (at load), unreachable checks, `after`
 cycles, causes without fixes, fixes without sources, symptoms without an article, articles
-without their fixed sections, and contract ids from DESIGN.md that are missing.
+without their fixed sections, contract ids from DESIGN.md that are missing; breaks of the
+rules <-> probes contract (a check whose ``probe:`` hint no probe can answer, a fact two probes
+publish with no merge rule); and calibration slips: a prior below the floor, one evidence item
+repeating another's condition (counted twice), and citations a user cannot open
+(docs/calibration.md, docs/knowledge-format.md).
 """
 from __future__ import annotations
 
+import ast
+import re
 from pathlib import Path
 
 from .. import contracts
-from .expr import Expr, split_template
 from .read import knowledge_root, load_with_problems
 from .model import KnowledgeBase
 from .schema import Problem
@@ -19,28 +24,10 @@ from .lint_text import text_rules
 def lint(root: Path | None = None) -> list[Problem]:
     root = root or knowledge_root()
     kb, problems = load_with_problems(root)
-    for check in (_facts_known, _references, _reachable_checks, _after_cycles, _articles, _contracts, text_rules):
+    for check in (_references, _reachable_checks, _after_cycles, _articles, _contracts, _probe_contract,
+                  _prior_floor, _double_counting, _public_sources, _public_articles, text_rules):
         problems.extend(check(kb))
     return problems
-
-
-def _facts_known(kb: KnowledgeBase) -> list[Problem]:
-    out = []
-    for s in kb.symptoms.values():
-        for i, check in enumerate(s.checks):
-            for name in filter(None, (check.fact, check.after)):
-                if name not in kb.facts:
-                    out.append(Problem(s.file, check.line, f"checks[{i}]", f"unknown fact '{name}' (register it in rules/_facts/ or facts:)"))
-        for cause in s.causes:
-            for j, ev in enumerate(cause.evidence):
-                for name in sorted(ev.when.facts - kb.facts.keys()):
-                    out.append(Problem(s.file, ev.line, f"{cause.id}.evidence[{j}].when", f"unknown fact '{name}'"))
-    for fix in kb.fixes.values():
-        for j, step in enumerate(fix.steps):
-            for _, source, _ in split_template(step):
-                for name in sorted(Expr(source).facts - kb.facts.keys()) if source else ():
-                    out.append(Problem(kb.symptoms[fix.symptom].file, fix.line, f"{fix.id}.steps[{j}]", f"unknown fact '{name}'"))
-    return out
 
 
 def _references(kb: KnowledgeBase) -> list[Problem]:
@@ -114,4 +101,77 @@ def _contracts(kb: KnowledgeBase) -> list[Problem]:
            for sid in contracts.SYMPTOM_IDS if sid not in kb.symptoms]
     out += [Problem("rules/", 0, "", f"required cause '{cid}' is missing (DESIGN.md)")
             for cid in contracts.CAUSE_IDS if cid not in kb.causes]
+    return out
+
+
+def _probe_contract(kb: KnowledgeBase) -> list[Problem]:
+    from ..probes import SHARED_FACTS, WRITTEN, publishes
+
+    out = []
+    declared = publishes()
+    producers: dict[str, list[str]] = {}
+    for family, facts in declared.items():
+        for name in facts if f"probe:{family}" not in WRITTEN else ():  # what people wrote yields to any probe
+            producers.setdefault(name, []).append(family)
+    out += [Problem("troubleshoot/probes/__init__.py", 0, "SHARED_FACTS", f"fact '{name}' is published by "
+                    f"{' and '.join(fams)} but has no merge rule") for name, fams in sorted(producers.items())
+            if len(fams) > 1 and name not in SHARED_FACTS]
+    for s in kb.symptoms.values():
+        for i, check in enumerate(s.checks):
+            if check.probe and check.fact not in producers:
+                out.append(Problem(s.file, check.line, f"checks[{i}].probe", f"no probe publishes '{check.fact}': "
+                                   "drop the hint or make a probe publish it (and list it in its PUBLISHES)"))
+    return out
+
+
+PRIOR_FLOOR = 0.03  # docs/calibration.md: below it a prior alone reads as "ruled out"
+# Files users cannot open: the seed documents (NNN_<16 hex>.txt) and the project's own notes.
+PRIVATE = re.compile(r"\b\d{3}_[0-9a-f]{16}\.txt\b|\bKNOWLEDGE\.md\b|\bDESIGN\.md\b")
+
+
+def _prior_floor(kb: KnowledgeBase) -> list[Problem]:
+    return [Problem(kb.symptoms[c.symptom].file, c.line, f"{c.id}.prior",
+                    f"prior {c.prior:g} is below the floor {PRIOR_FLOOR:g}")
+            for c in kb.causes.values() if c.prior < PRIOR_FLOOR]
+
+
+def _conjuncts(source: str) -> frozenset[str]:
+    tree = ast.parse(source, mode="eval").body
+    parts = tree.values if isinstance(tree, ast.BoolOp) and isinstance(tree.op, ast.And) else [tree]
+    return frozenset(ast.unparse(p) for p in parts)
+
+
+def _double_counting(kb: KnowledgeBase) -> list[Problem]:
+    """An item whose condition is part of another item's `and` counts the same fact twice."""
+    out = []
+    for cause in kb.causes.values():
+        parts = [_conjuncts(ev.when.source) for ev in cause.evidence]
+        for i, small in enumerate(parts):
+            for j, big in enumerate(parts):
+                if i != j and small < big:
+                    out.append(Problem(kb.symptoms[cause.symptom].file, cause.evidence[j].line,
+                                       f"{cause.id}.evidence[{j}].when",
+                                       f"repeats evidence[{i}] ({cause.evidence[i].when.source}): counted twice"))
+    return out
+
+
+def _public_sources(kb: KnowledgeBase) -> list[Problem]:
+    """Sources are links a user can open: https URLs, never seed files or internal notes."""
+    out = []
+    items = [(c.id, c.line, kb.symptoms[c.symptom].file, c.sources) for c in kb.causes.values()]
+    items += [(f.id, f.line, kb.symptoms[f.symptom].file, [*f.sources, *(s for a in f.did_not_work for s in a.sources)])
+              for f in kb.fixes.values()]
+    for owner, line, file, sources in items:
+        for source in sources:
+            if PRIVATE.search(source) or not source.startswith("https://"):
+                out.append(Problem(file, line, f"{owner}.sources",
+                                   f"'{source}' is not a public link (cite the https URL of the public origin)"))
+    return out
+
+
+def _public_articles(kb: KnowledgeBase) -> list[Problem]:
+    out = []
+    for article in kb.articles.values():
+        for m in PRIVATE.finditer(f"{article.title}\n{article.body}"):
+            out.append(Problem(article.file, 0, "", f"cites '{m.group(0)}', which users cannot open"))
     return out

@@ -26,7 +26,8 @@ def read_fact_rules(doc: Located, path: tuple, raw: dict, spec: FactSpec, proble
     """Fill ``spec.text`` and ``spec.keys`` from the fact's YAML mapping."""
     for i, item in enumerate(raw.get("text") or []):
         where = path + ("text", i)
-        if not schema.check_fields(doc, where, item, schema.TEXT_RULE, problems):
+        item = schema.check_fields(doc, where, item, schema.TEXT_RULE, problems)
+        if item is None:
             continue
         rule = TextRule(_strings(doc, where, item, "words", problems), _strings(doc, where, item, "regex", problems),
                         item.get("set"), item.get("negated"), _trust(doc, where, item, problems), doc.line(where))
@@ -36,7 +37,8 @@ def read_fact_rules(doc: Located, path: tuple, raw: dict, spec: FactSpec, proble
         spec.text.append(rule)
     for i, item in enumerate(raw.get("keys") or []):
         where = path + ("keys", i)
-        if not schema.check_fields(doc, where, item, schema.KEY_RULE, problems):
+        item = schema.check_fields(doc, where, item, schema.KEY_RULE, problems)
+        if item is None:
             continue
         keys = _strings(doc, where, item, "keys", problems)
         for j, key in enumerate(keys):
@@ -55,7 +57,8 @@ def read_signatures(doc: Located, kb: KnowledgeBase, problems: list[Problem]) ->
         return
     for i, raw in enumerate(doc.data):
         path = (i,)
-        if not schema.check_fields(doc, path, raw, schema.SIGNATURE, problems):
+        raw = schema.check_fields(doc, path, raw, schema.SIGNATURE, problems)
+        if raw is None:
             continue
         sid = raw.get("id")
         if not isinstance(sid, str) or not schema.SIGNATURE_ID.match(sid):
@@ -70,7 +73,8 @@ def read_signatures(doc: Located, kb: KnowledgeBase, problems: list[Problem]) ->
         context = []
         for j, item in enumerate(raw.get("context") or []):
             where = path + ("context", j)
-            if schema.check_fields(doc, where, item, schema.SIGNATURE_CONTEXT, problems):
+            item = schema.check_fields(doc, where, item, schema.SIGNATURE_CONTEXT, problems)
+            if item is not None and "sets" in item:
                 context.append(SignatureContext(_strings(doc, where, item, "words", problems),
                                                 _strings(doc, where, item, "regex", problems), dict(item["sets"])))
         sig = Signature(sid, str(raw.get("title", "")), _strings(doc, path, raw, "match", problems),

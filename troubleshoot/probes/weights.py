@@ -29,10 +29,17 @@ from dataclasses import dataclass
 
 from ..loaders.checkpoint import Checkpoint, iter_weights, open_checkpoint
 from ..observations import Observations
-from . import ProbeContext
+from .context import ProbeContext
 from .config import pick, run_dtype
 
 SOURCE = "probe:weights"
+# Every fact this family can publish (kb lint checks them against the rules' facts).
+PUBLISHES = (
+    "weights.nonfinite", "weights.nonfinite_tensors", "weights.fp16_overflow", "weights.max_abs",
+    "weights.zero_tensors", "model.has_embed_layernorm", "weights.layernorm_gain_off",
+    "weights.init_std", "weights.init_std_ratio", "weights.hidden_std", "weights.early_checkpoint",
+    "weights.output_std_ratio", "weights.output_layers_scaled",
+)
 FP16_MAX = 65504.0
 EARLY_STEPS = 1000        # heuristic: init statistics still hold this close to step 0
 GAIN_DRIFT_EARLY = 0.1    # mean |g - 1| of norm gains still "at init"
@@ -120,14 +127,14 @@ def run(ctx: ProbeContext) -> Observations:
     for art in ctx.of_kind("hf-checkpoint", "megatron-checkpoint", "state-dict"):
         ckpt = open_checkpoint(art.path)
         if ckpt.weight_files:
-            audit(ckpt, stream(ckpt, ctx.options.get("progress")), obs)
+            audit(ckpt, stream(ckpt, ctx.progress), obs)
     return obs
 
 
 def stream(ckpt: Checkpoint, progress=None) -> list[Stat]:
     """Per-tensor numbers for every weight, one tensor in memory at a time.
 
-    ``progress(done_bytes, total_bytes, name)``, when given (``ProbeContext.options["progress"]``),
+    ``progress(done_bytes, total_bytes, name)``, when given (``ProbeContext.progress``),
     is called after each tensor so a terminal can draw a bar over large checkpoints.
     """
     total = sum(f.stat().st_size for f in ckpt.weight_files)
@@ -174,6 +181,10 @@ def audit(ckpt: Checkpoint, stats: list[Stat], obs: Observations) -> None:
         obs.find("weights.no_embed_norm", "info", "no LayerNorm after the token embedding (BLOOM added one, "
                  "--embed-layernorm, against spikes it could not recover from; only possible from step 0)",
                  ckpt.rel(ckpt.weight_files[0]), False)
+    hidden_std = [s.std for s in good if s.role == "hidden" and s.std > 0]
+    if hidden_std:  # any checkpoint: a randn-scale std is wrong whether or not the weights were trained
+        obs.fact("weights.hidden_std", round(statistics.median(hidden_std), 6), SOURCE,
+                 f"median std of {len(hidden_std)} hidden matrices")
     early, why = _early(ckpt, norms)
     obs.fact("weights.early_checkpoint", early, SOURCE, why)
     _gains(norms, early, obs)
