@@ -46,13 +46,18 @@ def stdin_is_tty() -> bool:
     return sys.stdin is not None and not sys.stdin.closed and sys.stdin.isatty()
 
 
-def _finish(diag: Diagnosis, as_json: bool, top: int) -> None:
+def _finish(diag: Diagnosis, as_json: bool, top: int, unusable: bool = False) -> None:
+    """Print and exit: 1 problem found, 0 nothing wrong, 2 when nothing usable was read at all."""
     if as_json:
         click.echo(json.dumps(diag.to_json(), ensure_ascii=False, indent=1))
     else:
         from .report.terminal import render
 
         click.echo(render(diag, top=top), nl=False)
+    if unusable and not diag.problem_found:
+        click.echo("Error: nothing usable was read from the given paths "
+                   "(see the findings for what to give instead)", err=True)
+        sys.exit(2)
     sys.exit(1 if diag.problem_found else 0)
 
 
@@ -189,7 +194,10 @@ def ask(text: tuple[str, ...], answers: tuple[str, ...], probe_paths: tuple[str,
     kb = _kb()
     query = " ".join(text).strip()
     facts = _parse_answers(kb, answers)
-    observations = _run_probes(probe_paths) if probe_paths else Observations()
+    from .evidence import from_text
+
+    probed = _run_probes(probe_paths) if probe_paths else Observations()
+    observations = from_text(kb, query).merge(probed)  # text < probes < answers
     interactive = not no_input and stdin_is_tty()
     verdict, matches, candidates = _symptoms_in_words(kb, query, interactive)
     if verdict == "off-topic" and not observations.facts and not facts:
@@ -267,6 +275,9 @@ def probe(paths: tuple[str, ...], as_json: bool, device: str, model_factory: str
         from .report.plot import write_plots
 
         observations.findings += write_plots(observations.attachments, plot)
+    unusable = {f.where for f in observations.findings if f.id == "input.nothing_usable"}
+    if unusable and unusable >= {a.path for a in observations.artifacts} and not facts:
+        _finish(diagnose(kb, {}, observations, facts), as_json, top, unusable=True)
     _finish(diagnose(kb, {}, observations, facts), as_json, top)
 
 

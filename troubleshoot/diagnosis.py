@@ -19,11 +19,15 @@ class EvidenceLine:
     holds: bool
     says: str = ""
     condition: str = ""
+    span: str = ""  # the quoted words a fact from text was read from
 
     def to_json(self) -> dict:
-        return {"fact": self.fact, "value": _jsonable(self.value), "from": self.source,
-                "factor": round(self.factor, 4), "holds": self.holds, "condition": self.condition,
-                "says": self.says}
+        out = {"fact": self.fact, "value": _jsonable(self.value), "from": self.source,
+               "factor": round(self.factor, 4), "holds": self.holds, "condition": self.condition,
+               "says": self.says}
+        if self.span:
+            out["span"] = self.span
+        return out
 
 
 @dataclass
@@ -66,7 +70,8 @@ class RankedCause:
         parts = [f"prior {self.prior:.2f}"]
         for lines in items.values():
             if lines[0].factor != 1:
-                facts = ", ".join(f"{e.fact} = {_short(e.value)}" for e in lines)
+                facts = ", ".join(f"{e.fact} = {_short(e.value)}" + (f' from "{_short(e.span, 48)}"' if e.span else "")
+                                  for e in lines)
                 parts.append(f"× {lines[0].factor:g} ({facts})")
         if self.weight != 1:
             parts.append(f"→ {self.posterior:.2f} × {self.weight:.2f} (symptom weight)")
@@ -146,6 +151,6 @@ class Diagnosis:
                 "questions": [q.to_json() for q in self.questions], "weak_match": self.weak_match}
 
 
-def _short(value: Any) -> str:
-    text = str(value)
-    return text if len(text) <= 24 else text[:21] + "..."
+def _short(value: Any, limit: int = 24) -> str:
+    text = " ".join(str(value).split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."

@@ -33,6 +33,7 @@ MIN_QUESTION_VALUE = 0.02   # below this an answer would not visibly change the 
 IMPLIES_SYMPTOM_LR = 2.0    # a probed fact with at least this ratio ...
 IMPLIES_SYMPTOM_SCORE = 0.25  # ... that lifts a cause at least this high puts its symptom on the table
 MATCH_TEMPERATURE = 0.02    # weight of a matched symptom: exp(-(best match - its match) / this)
+SETTINGS_SOURCE = "probe:setup"  # run settings describe the setup, not a problem: they never imply a symptom
 
 Asker = Callable[[Question], Any]  # returns a value, None for "don't know"; raises EOFError to stop
 
@@ -62,13 +63,15 @@ def score_cause(cause: Cause, facts: Mapping[str, Fact]) -> tuple[float, list[Ev
             holds = bool(ev.when.evaluate(values))
         except (Unknown, ExprError):
             continue
-        factor = ev.lr if holds else ev.else_lr
+        named = sorted(ev.when.facts & facts.keys())  # `a and b` may decide on `a` alone
+        trust = min(facts[name].trust for name in named) if named else 1.0
+        factor = (ev.lr if holds else ev.else_lr) ** trust  # weak evidence from text: a tempered ratio
         odds *= factor
-        confirmed |= holds and ev.confirms
-        for name in sorted(ev.when.facts & facts.keys()):  # `a and b` may decide on `a` alone
+        confirmed |= holds and ev.confirms and trust >= 1
+        for name in named:
             fact = facts[name]
             lines.append(EvidenceLine(name, fact.value, fact.source, factor, holds,
-                                      ev.says if holds else "", ev.when.source))
+                                      ev.says if holds else "", ev.when.source, fact.span))
     return _probability(odds), lines, confirmed
 
 
@@ -211,7 +214,8 @@ def implied_symptoms(kb: KnowledgeBase, facts: Mapping[str, Fact]) -> dict[str, 
     implied: dict[str, float] = {}
     for cause in kb.causes.values():
         for ev in cause.evidence:
-            if ev.lr < IMPLIES_SYMPTOM_LR or not _holds(ev.when, values):
+            if (ev.lr < IMPLIES_SYMPTOM_LR or not _holds(ev.when, values)
+                    or all(facts[n].source == SETTINGS_SOURCE for n in ev.when.facts & facts.keys())):
                 continue
             score = score_cause(cause, facts)[0]
             if score >= IMPLIES_SYMPTOM_SCORE:

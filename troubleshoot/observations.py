@@ -37,8 +37,10 @@ class Fact:
 
     name: str
     value: Any
-    source: str = "user"  # user | probe:<family>
+    source: str = "user"  # user | text | probe:<family>
     note: str = ""  # where exactly, e.g. "batch.pt: attention_mask[3, 17] = 2"
+    span: str = ""  # the words it was read from: "--fp16", "没有用fp16" (facts from text)
+    trust: float = 1.0  # < 1: weaker than a measurement; the engine tempers its likelihood ratios
 
 
 @dataclass(frozen=True)
@@ -103,8 +105,8 @@ class Observations:
     # Symptoms a probe saw happen (the live guard saw the loss turn NaN): symptom id -> weight
     symptoms: dict[str, float] = field(default_factory=dict)
 
-    def fact(self, name: str, value: Any, source: str, note: str = "") -> None:
-        self.facts[name] = Fact(name, value, source, note)
+    def fact(self, name: str, value: Any, source: str, note: str = "", span: str = "", trust: float = 1.0) -> None:
+        self.facts[name] = Fact(name, value, source, note, span, trust)
 
     def find(self, id: str, severity: str, message: str, where: str = "", value: Any = None) -> Finding:
         finding = Finding(id, severity, message, where, value)

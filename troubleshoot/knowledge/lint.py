@@ -16,6 +16,7 @@ import re
 from pathlib import Path
 
 from .. import contracts
+from .lint_text import text_rules
 from .model import KnowledgeBase
 from .read import knowledge_root, load_with_problems
 from .schema import Problem
@@ -25,7 +26,8 @@ def lint(root: Path | None = None) -> list[Problem]:
     root = root or knowledge_root()
     kb, problems = load_with_problems(root)
     for check in (_references, _reachable_checks, _after_cycles, _articles, _contracts, _probe_contract,
-                  _findings_catalogued, _prior_floor, _double_counting, _public_sources, _public_articles):
+                  _findings_catalogued, _prior_floor, _double_counting, _public_sources, _public_articles,
+                  text_rules):
         problems.extend(check(kb))
     return problems
 
@@ -106,13 +108,13 @@ def _contracts(kb: KnowledgeBase) -> list[Problem]:
 
 
 def _probe_contract(kb: KnowledgeBase) -> list[Problem]:
-    from ..probes import SHARED_FACTS, publishes
+    from ..probes import SHARED_FACTS, WRITTEN, publishes
 
     out = []
     declared = publishes()
     producers: dict[str, list[str]] = {}
     for family, facts in declared.items():
-        for name in facts:
+        for name in facts if f"probe:{family}" not in WRITTEN else ():  # what people wrote yields to any probe
             producers.setdefault(name, []).append(family)
     out += [Problem("troubleshoot/probes/__init__.py", 0, "SHARED_FACTS", f"fact '{name}' is published by "
                     f"{' and '.join(fams)} but has no merge rule") for name, fams in sorted(producers.items())

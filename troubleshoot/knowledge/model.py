@@ -3,13 +3,37 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from .expr import Expr
 
 FACT_TYPES = ("bool", "number", "choice", "text")
 MAX_ANSWER_CHARS = 1000
 MAX_NUMBER = 1e300
+
+
+class TextRule(NamedTuple):
+    """How a fact is read from words or pasted text (docs/knowledge-format.md, "Facts from text").
+
+    NamedTuples, not dataclasses, for the rules read on every start: they cost a tenth to define."""
+
+    words: list[str]         # literal phrases, any case, flexible spaces
+    regex: list[str]         # {NUM} captures a number as the value
+    set: Any = None          # the value a match sets; None: the captured value
+    negated: Any = None      # the value a negated match sets; None: a negated match sets nothing
+    trust: float = 1.0       # < 1: weaker than a measurement (likelihood ratios are tempered)
+    line: int = 0
+
+
+class KeyRule(NamedTuple):
+    """Config keys, command-line flags and keyword arguments that carry a fact's value."""
+
+    keys: list[str]          # snake_case; a dotted key matches a path suffix
+    set: Any = None          # a switch: a true value sets this
+    values: dict = {}        # choice -> raw spellings (never mutated)
+    negated: Any = None      # the value a false switch sets; None: nothing
+    index: int | None = None  # a list value (betas: [0.9, 0.95]): the element to take
+    line: int = 0
 
 
 @dataclass
@@ -21,6 +45,8 @@ class FactSpec:
     unit: str = ""
     file: str = ""
     defined_when: Expr | None = None  # outside it the fact has no value to ask for (no NaN: no NaN step)
+    text: list[TextRule] = field(default_factory=list)
+    keys: list[KeyRule] = field(default_factory=list)
 
     def parse(self, raw: str) -> Any:
         """Turn a typed answer ('yes', '11600', 'bf16') into a value; ValueError if it is not one."""
@@ -133,6 +159,30 @@ class Symptom:
         return [self.title, *(a for group in self.aliases.values() for a in group)]
 
 
+class SignatureContext(NamedTuple):
+    """Words near a signature (anywhere in the same paste) that refine what it sets."""
+
+    words: list[str]
+    regex: list[str]
+    sets: dict[str, Any]
+
+
+class Signature(NamedTuple):
+    """An error line people paste (rules/_signatures/*.yaml) and the facts it establishes."""
+
+    id: str
+    title: str
+    match: list[str]                       # literal substrings, any case
+    regex: list[str]
+    sets: dict[str, Any]
+    severity: str
+    trust: float
+    context: list[SignatureContext]
+    sources: list[str]
+    file: str
+    line: int
+
+
 @dataclass
 class Article:
     id: str
@@ -150,6 +200,7 @@ class KnowledgeBase:
     facts: dict[str, FactSpec] = field(default_factory=dict)
     articles: dict[str, Article] = field(default_factory=dict)
     findings: dict[str, FindingSpec] = field(default_factory=dict)
+    signatures: dict[str, Signature] = field(default_factory=dict)
     fingerprint: str = ""  # changes with any edit of rules/ or kb/; keys derived caches
 
     def checks_for(self, fact: str) -> list[Check]:

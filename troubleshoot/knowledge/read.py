@@ -20,6 +20,7 @@ from ..files import read_bytes, read_text
 from . import schema
 from .expr import Expr, ExprError, split_template
 from .model import Article, Cause, Check, Evidence, FactSpec, FindingSpec, Fix, FixAttempt, KnowledgeBase, Symptom
+from .read_text import read_fact_rules, read_signatures
 from .schema import Located, Problem
 
 FINDINGS_FILE = "_findings.yaml"  # the catalogue of finding ids, beside the symptom files
@@ -60,8 +61,9 @@ def load_with_problems(root: Path) -> tuple[KnowledgeBase, list[Problem]]:
     fact_files = sorted((rules / "_facts").glob("*.yaml"))
     rule_files = sorted(p for p in rules.glob("*.yaml") if not p.name.startswith("_"))
     finding_files = [p for p in (rules / FINDINGS_FILE,) if p.is_file()]
+    signature_files = sorted((rules / "_signatures").glob("*.yaml"))
     articles = sorted((root / "kb").glob("*.md"))
-    cache = ParseCache(root, fact_files + rule_files + finding_files + articles, problems)
+    cache = ParseCache(root, fact_files + rule_files + finding_files + signature_files + articles, problems)
     kb.fingerprint = cache.fingerprint
     for path in fact_files:
         doc = cache.parse(path, problems)
@@ -75,6 +77,10 @@ def load_with_problems(root: Path) -> tuple[KnowledgeBase, list[Problem]]:
         doc = cache.parse(path, problems)
         if doc is not None:
             _read_findings(doc, kb, problems)
+    for path in signature_files:
+        doc = cache.parse(path, problems)
+        if doc is not None:
+            read_signatures(doc, kb, problems)
     for path in articles:
         _read_article(path, kb, problems, cache)
     if not cache.fresh:
@@ -262,6 +268,7 @@ def _add_fact(doc: Located, path: tuple, name: str, spec: Any, kb: KnowledgeBase
     kb.facts[name] = FactSpec(name, spec["type"], spec["description"], spec["choices"],
                               spec.get("unit", ""), doc.file,
                               _read_expr(doc, path + ("defined_when",), spec.get("defined_when"), problems))
+    read_fact_rules(doc, path, spec, kb.facts[name], problems)
 
 
 def _read_exprs(doc: Located, key: str, data: dict, problems: list[Problem]) -> list[Expr]:

@@ -40,8 +40,30 @@ FIX = {"id": (str, True, "a fix id fix-..."), "title": (str, True, "a title"),
 ATTEMPT = {"text": (str, True, "text"), "sources": (list, True, "a list of sources")}
 FACT = {"type": (str, True, "bool, number, choice or text"), "description": (str, True, "text"),
         "choices": (list, False, "a list of choices"), "unit": (str, False, "text"),
-        "defined_when": (str, False, "an expression over facts")}
+        "defined_when": (str, False, "an expression over facts"),
+        "text": (list, False, "a list of text rules {words, regex, set, negated, trust}"),
+        "keys": (list, False, "a list of key rules {keys, set, values, negated}")}
 FINDING = {"title": (str, True, "a title"), "explanation": (str, True, "what it means")}
+TEXT_RULE = {"words": (list, False, "a list of phrases"), "regex": (list, False, "a list of regular expressions"),
+             "set": ((str, int, float, bool), False, "the value a match sets"),
+             "negated": ((str, int, float, bool), False, "the value a negated match sets"),
+             "trust": (NUMBER, False, "a number in (0, 1]")}
+KEY_RULE = {"keys": (list, True, "a list of snake_case keys or flags"),
+            "set": ((str, int, float, bool), False, "the value a true switch sets"),
+            "values": (dict, False, "a mapping choice -> list of spellings"),
+            "negated": ((str, int, float, bool), False, "the value a false switch sets"),
+            "index": ((int,), False, "the element of a list value to take")}
+SIGNATURE = {"id": (str, True, "a snake_case signature id"), "title": (str, True, "a title"),
+             "match": (list, False, "a list of literal substrings"),
+             "regex": (list, False, "a list of regular expressions"),
+             "sets": (dict, True, "a mapping fact -> value"), "severity": (str, False, "error, warning or info"),
+             "trust": (NUMBER, False, "a number in (0, 1]"), "context": (list, False, "a list of {words, regex, sets}"),
+             "sources": (list, True, "a list of public sources")}
+SIGNATURE_CONTEXT = {"words": (list, False, "a list of phrases"),
+                     "regex": (list, False, "a list of regular expressions"),
+                     "sets": (dict, True, "a mapping fact -> value")}
+SIGNATURE_ID = re.compile(r"^[a-z][a-z0-9_]*$")
+KEY = re.compile(r"^[a-z0-9_]+(\.[a-z0-9_]+)*$")
 ALIAS_GROUPS = ("en", "zh", "errors")
 MAX_COST = 5
 

@@ -13,13 +13,15 @@ from ..observations import Artifact, Finding
 
 # Order matters: a .pt holding input_ids is a batch, not a state dict; a folder with config.json
 # is a checkpoint even when it also holds trainer_state.json.
-SNIFFERS = ("incident", "checkpoint", "batch", "logs")
+SNIFFERS = ("incident", "checkpoint", "batch", "logs", "setup")
 CHECKPOINT_KINDS = ("hf-checkpoint", "megatron-checkpoint", "state-dict")
 
 
 def detect(path: str | Path) -> Artifact:
     """Recognise one user-given path, or raise ArtifactError saying why not."""
     p = Path(path)
+    if str(path) == "-":  # console output on stdin
+        return importlib.import_module(f"{__name__}.setup").sniff("-")
     if not p.exists():
         raise ArtifactError(p, "no such file or directory")
     if p.is_dir() and not any(p.iterdir()):
@@ -34,7 +36,8 @@ def detect(path: str | Path) -> Artifact:
         if artifact is not None:
             return artifact
     what = "folder" if p.is_dir() else "file"
-    raise ArtifactError(p, f"unrecognised {what}: not a checkpoint, training log or data batch")
+    raise ArtifactError(p, f"unrecognised {what}: not a checkpoint, training log, data batch, launch script, "
+                           "training script, trainer config or console output")
 
 
 def warnings(artifact: Artifact) -> list[Finding]:

@@ -20,6 +20,7 @@ __all__ = ["FAMILIES", "SHARED_FACTS", "ProbeContext", "family_module", "publish
 
 # (family name, module under probes/). The name is the ``probe:<name>`` source of its facts.
 FAMILIES = (
+    ("setup", "setup"),
     ("config", "config"),
     ("weights", "weights"),
     ("optimizer", "optimizer"),
@@ -29,6 +30,9 @@ FAMILIES = (
     ("masks", "forward.masks"),
     ("incident", "incident"),
 )
+# Sources of facts read from what people wrote (scripts, configs, console text): any measured fact
+# overrides them, whatever the family (text < probes < answers).
+WRITTEN = ("probe:setup", "probe:script", "probe:console")
 
 
 
@@ -64,10 +68,11 @@ def run_all(ctx: ProbeContext) -> Observations:
     """The loaders' own warnings, then every family, merged in FAMILIES order.
 
     Merge rule: a fact has one publishing family, except those in SHARED_FACTS, which merge by the
-    rule written there (so the order of FAMILIES never decides a fact's value). A family that raises
-    does not hide the others: its exception becomes an error finding ``probe.crashed`` (the
-    findings of the families before it are kept), so the command exits 1 and the report never says
-    that nothing was wrong.
+    rule written there (so the order of FAMILIES never decides a fact's value), and those read
+    from what people wrote (WRITTEN, the setup family, run first), which any measurement
+    overrides. A family that raises does not hide the others: its exception becomes an error
+    finding ``probe.crashed`` (the findings of the families before it are kept), so the command
+    exits 1 and the report never says that nothing was wrong.
     """
     from ..loaders import warnings
 
@@ -90,9 +95,12 @@ def run_all(ctx: ProbeContext) -> Observations:
             continue
         part.artifacts = []  # already listed
         merged = {k: SHARED_FACTS[k][1](out.facts[k], f) for k, f in part.facts.items()
-                  if k in out.facts and k in SHARED_FACTS}
+                  if k in out.facts and k in SHARED_FACTS and out.facts[k].source not in WRITTEN}
         out.merge(part)
         out.facts.update(merged)
+    from .setup.coverage import account
+
+    account(out)
     return out
 
 

@@ -70,6 +70,9 @@ def render(diag: Diagnosis, top: int = 5, fixes_per_cause: int = 2) -> str:
         lines.append("")
     if shown:
         lines.append(f"More: llmfix kb show {shown[0].id}")
+    elif any(f.id == "input.nothing_usable" for f in diag.findings) and not diag.symptoms:
+        lines.append(click.style("Nothing usable was read from some of these artifacts (see the findings): "
+                                 "no conclusion either way.", fg="yellow"))
     elif diag.artifacts and not diag.symptoms and not diag.problem_found:
         lines.append(click.style("Nothing wrong found in these artifacts.", fg="green")
                      + ' If training still misbehaves, describe it: llmfix ask "..." --probe PATH')

@@ -8,9 +8,13 @@ Formats (``formats.FORMATS``; the name is ``Artifact.format``, the description `
   ``step=N, skipped=K, lr=[...]``, ``steps: N loss: ...``);
 - ``deepspeed`` the DeepSpeed lines alone; ``nanogpt`` ``iter N: loss X, time ...`` /
   ``step N: train loss X, val loss Y`` and modded-nanogpt ``step:N/M train_loss:X`` /
-  ``val_loss:Y``; ``hf-stdout`` the dicts the HF Trainer prints (``{'loss': 2.31, ...}``);
+  ``val_loss:Y``; ``hf-stdout`` the dicts the HF Trainer (and axolotl) prints (``{'loss': 2.31, ...}``);
+- ``litgpt`` litgpt / lit-gpt ``iter N step M: loss X, iter time: T ms`` (and the newer
+  ``Epoch E | iter N step M | loss train: X``); ``torchtune`` its metric logger's
+  ``Step N | loss:X lr:Y`` and its progress bar ``E|N|Loss: X``;
 - ``trainer-state`` HF ``trainer_state.json`` (``log_history`` is decoded one entry at a time),
-  ``jsonl`` metrics, ``csv`` metrics, ``tensorboard`` event files (needs the optional
+  ``jsonl`` metrics (LLaMA-Factory's ``trainer_log.jsonl`` too), ``csv`` metrics (W&B exports
+  too: ``<run> - train/loss`` columns), ``tensorboard`` event files (needs the optional
   ``tensorboard`` package), ``text`` any other text log (only error lines are read).
 
 Every reader yields ``Record`` objects (train / val / save / load / overflow / dsstep / error /

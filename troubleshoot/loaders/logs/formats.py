@@ -23,7 +23,21 @@ from pathlib import Path
 
 from .metrics import csv_records, csv_separator, jsonl_records, tensorboard_records, trainer_state_records
 from .record import Record, metric_slot
-from .text import DS_LOSS, DS_STEP, HF_DICT, MEG_ITER, MODDED, NANO_EVAL, NANO_ITER, OVERFLOW, encoding_of, text_records
+from .text import (
+    DS_LOSS,
+    DS_STEP,
+    HF_DICT,
+    LITGPT,
+    MEG_ITER,
+    MODDED,
+    NANO_EVAL,
+    NANO_ITER,
+    OVERFLOW,
+    TORCHTUNE,
+    TORCHTUNE_BAR,
+    encoding_of,
+    text_records,
+)
 
 WEAK_MEGATRON = ("using world size:", "------------------------ arguments ------------------------",
                  "> building train, validation, and test datasets", "[before the start of training step]")
@@ -96,6 +110,10 @@ FORMATS: list[LogFormat] = [
     LogFormat("megatron", "megatron text log", read_text, decisive=True, error_lines=True,
               line=lambda s: "iteration" in s and MEG_ITER.search(s) is not None,
               hint=lambda s: any(m in s for m in WEAK_MEGATRON)),
+    LogFormat("litgpt", "litgpt text log", read_text, per_batch=True, error_lines=True, decisive=True,
+              line=lambda s: "iter" in s and LITGPT.search(s) is not None),
+    LogFormat("torchtune", "torchtune log", read_text, per_batch=True, error_lines=True,
+              line=lambda s: bool(TORCHTUNE.search(s) or TORCHTUNE_BAR.search(s))),
     LogFormat("nanogpt", "nanogpt text log", read_text, per_batch=True, error_lines=True,
               line=lambda s: bool(NANO_ITER.search(s) or NANO_EVAL.search(s) or MODDED.search(s))),
     LogFormat("hf-stdout", "hf trainer stdout", read_text, error_lines=True,

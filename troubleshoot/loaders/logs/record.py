@@ -55,6 +55,7 @@ def to_int(text: str | None) -> int | None:
 _SLOTS = {
     "step": "step", "global_step": "step", "iteration": "step", "iter": "step", "_step": "step",
     "it": "step", "trainer/global_step": "step", "train/global_step": "step", "steps": "step",
+    "current_steps": "step",  # LLaMA-Factory trainer_log.jsonl
     "loss": "loss", "train_loss": "loss", "train/loss": "loss", "lm_loss": "loss",
     "training_loss": "loss", "train/lm_loss": "loss", "loss/train": "loss", "train/loss_step": "loss",
     "eval_loss": "val_loss", "val_loss": "val_loss", "validation_loss": "val_loss",
@@ -71,7 +72,12 @@ _SLOTS = {
 
 def metric_slot(key: str) -> str | None:
     """'train/learning_rate' -> 'lr', 'lm loss' -> 'loss', 'eval_loss' -> 'val_loss', else None."""
-    k = key.strip().lower().replace(" ", "_").replace("-", "_")
+    k = key.strip()
+    if " - " in k:  # a W&B CSV export names its columns "<run name> - train/loss" (and __MIN / __MAX)
+        k = k.rsplit(" - ", 1)[1]
+        if k.endswith(("__MIN", "__MAX")):
+            return None
+    k = k.lower().replace(" ", "_").replace("-", "_")
     return _SLOTS.get(k)
 
 

@@ -108,6 +108,14 @@ DS_LOSS = re.compile(r"\bsteps: (\d+) loss: ([-+\w.]+)")
 NANO_ITER = re.compile(r"\biter (\d+): loss ([-+\w.]+)(?:, time ([\d.]+)ms)?")
 NANO_EVAL = re.compile(r"\bstep (\d+): train loss ([-+\w.]+), val loss ([-+\w.]+)")
 MODDED = re.compile(r"\bstep:(\d+)/\d+ (train_loss|val_loss):([-+\w.]+)")
+# litgpt / lit-gpt: "iter 40 step 10: loss 9.8543, iter time: 153.21ms" and
+# "Epoch 1 | iter 40 step 10 | loss train: 9.854, val: n/a | iter time: 153.21 ms"
+LITGPT = re.compile(r"\biter (\d+) step (\d+)\s?[:|] loss(?: train)?:? ([-+\w.]+)"
+                    r"(?:.{0,40}?iter time: ([\d.]+) ?ms)?")
+LITGPT_VAL = re.compile(r"\biter (\d+): val loss ([-+\w.]+)")
+# torchtune: its metric logger "Step 100 | loss:1.2345 lr:2e-05 ..." and the progress bar "1|100|Loss: 1.2345"
+TORCHTUNE = re.compile(r"^Step (\d+) \| loss:([-+\w.]+)(?: lr:([-+\w.]+))?")
+TORCHTUNE_BAR = re.compile(r"(?<![\w|])\d+\|(\d+)\|Loss: ([-+\w.]+)")
 HF_DICT = re.compile(r"\{'(?:loss|eval_loss|train_runtime|grad_norm|learning_rate)'[^{}]*\}")
 HF_PAIR = re.compile(r"'([\w/.-]+)': ([^,}]+)")
 TQDM = re.compile(r"\|\s*(\d+)/(\d+) \[")
@@ -152,7 +160,7 @@ def text_records(path: Path, encoding: str) -> Iterator[Record]:
                     if pending is not None and pending.iteration == rec.iteration:
                         pending = None
                     last_it = rec.iteration
-        if rec is None and "loss" in line:
+        if rec is None and ("loss" in line or "|Loss:" in line):
             m = NANO_ITER.search(line) or DS_LOSS.search(line)
             if m:
                 if m.re is DS_LOSS:
@@ -164,6 +172,15 @@ def text_records(path: Path, encoding: str) -> Iterator[Record]:
                 t = to_float(m.group(3))
                 rec = Record("train", int(m.group(1)), to_float(m.group(2)), seconds=t / 1000 if t else None,
                              line=lineno)
+            elif (m := LITGPT.search(line)) is not None:
+                t = to_float(m.group(4))
+                rec = Record("train", int(m.group(1)), to_float(m.group(3)), seconds=t / 1000 if t else None,
+                             line=lineno)
+            elif (m := LITGPT_VAL.search(line)) is not None:
+                rec = Record("val", int(m.group(1)), val_loss=to_float(m.group(2)), line=lineno)
+            elif (m := TORCHTUNE.search(line) or TORCHTUNE_BAR.search(line)) is not None:
+                lr = to_float(m.group(3)) if m.re is TORCHTUNE else None
+                rec = Record("train", int(m.group(1)), to_float(m.group(2)), lr, line=lineno)
             elif (m := MODDED.search(line)) is not None:
                 kind = "train" if m.group(2) == "train_loss" else "val"
                 v = to_float(m.group(3))

@@ -1,0 +1,178 @@
+"""Facts from the user's words and pasted text (troubleshoot/evidence): values, phrases,
+negations, error signatures; and the extractor's robustness on any input."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from troubleshoot.cli import main
+from troubleshoot.evidence import extract
+from troubleshoot.evidence.patterns import linear_problem, table
+from troubleshoot.knowledge import load
+
+
+@pytest.fixture(scope="module")
+def kb():
+    return load()
+
+
+def facts(kb, text):
+    return {name: hit.value for name, hit in extract(kb, text).facts.items()}
+
+
+VALUES = [
+    ("lr=3e-4", {"train.lr": 3e-4}),
+    ("learning_rate: 2e-5", {"train.lr": 2e-5}),
+    ("I use a learning rate of 1e-4 with cosine decay", {"train.lr": 1e-4}),
+    ("学习率设为5e-5", {"train.lr": 5e-5}),
+    ("python train.py --fp16 --lr 1e-4", {"train.precision": "fp16", "train.lr": 1e-4}),
+    ("TrainingArguments(bf16=True, per_device_train_batch_size=8)", {"train.precision": "bf16", "train.micro_batch_size": 8}),
+    ("model = AutoModelForCausalLM.from_pretrained(p, torch_dtype=torch.float16)", {"model.dtype": "fp16"}),
+    ("config: hidden_size 4096, num_layers 32", {"model.hidden_size": 4096, "model.num_layers": 32}),
+    ("trainable params: 0 || all params: 6,738,415,616 || trainable%: 0.0", {"grads.trainable_fraction": 0}),
+    ("{'loss': 0.0, 'grad_norm': nan, 'learning_rate': 2e-05, 'epoch': 0.01}", {"logs.zero_loss": True, "logs.nan": True}),
+    ("CUDA out of memory during evaluation, training itself is fine", {"logs.oom_phase": "eval"}),
+    ("评估时显存OOM", {"logs.oom_phase": "eval"}),
+    ("the loss spikes right after resuming from the checkpoint", {"lossspike.after_resume": True}),
+    ("with gradient clipping 1.0 and zero stage 3", {"train.grad_clip": 1.0, "train.zero_stage": 3}),
+    ("tokenizer.pad_token = tokenizer.eos_token", {"model.pad_is_eos": True}),
+    ("continued pretraining of llama on our corpus", {"train.stage": "continued-pretraining"}),
+    ("用LoRA微调Qwen", {"train.finetune_method": "lora"}),
+]
+
+
+@pytest.mark.parametrize("text,expected", VALUES)
+def test_values_from_text(kb, text, expected):
+    got = facts(kb, text)
+    assert {k: got.get(k) for k in expected} == expected
+
+
+NEGATIONS = [
+    ("I'm not using fp16", "train.precision", None),
+    ("没有用fp16", "train.precision", None),
+    ("我们没有开启bf16", "train.precision", None),
+    ("--no-fp16 --lr 1e-4", "train.precision", None),
+    ('"fp16": {"enabled": false}', "train.precision", None),
+    ("fp16=False", "train.precision", None),
+    ("training without gradient clipping", "train.grad_clip", 0),
+    ("no grad clipping at all", "train.grad_clip", 0),
+    ("没有梯度裁剪", "train.grad_clip", 0),
+    ("gradient checkpointing is disabled", "train.gradient_checkpointing", False),
+    ("switched from fp16 to bf16 and it still NaNs", "train.precision", "bf16"),
+    ("从fp16改成bf16以后还是nan", "train.precision", "bf16"),
+    ("loss does not decrease; we train in fp16", "train.precision", "fp16"),
+]
+
+
+@pytest.mark.parametrize("text,fact,expected", NEGATIONS)
+def test_negation_never_sets_a_fact_positively(kb, text, fact, expected):
+    assert facts(kb, text).get(fact) == expected
+
+
+def test_disagreeing_phrases_leave_the_fact_unset(kb):
+    ex = extract(kb, "fp16 gives nan, fp32 works")
+    assert "train.precision" not in ex.facts and "train.precision" in ex.ambiguous
+
+
+SIGNATURES = [
+    ("Assertion `srcIndex < srcSelectDimSize` failed.", "cuda_index_assert", {"data.tokens.out_of_range": True}),
+    ("Assertion `t >= 0 && t < n_classes` failed.", "cuda_label_assert", {"data.tokens.out_of_range": True}),
+    ("RuntimeError: Expected to mark a variable ready only once. This error is caused by",
+     "ddp_variable_ready_twice", {"train.gradient_checkpointing": True}),
+    ("RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn", "no_grad_fn",
+     {"nograd.no_grad_fn_error": True}),
+    ("Exception: Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.",
+     "loss_scale_minimum", {"fp16overflow.scale_at_minimum": True, "train.precision": "fp16"}),
+    ("ValueError: Attempting to unscale FP16 gradients.", "unscale_fp16_gradients", {"fp16overflow.unscale_error": True}),
+    ("File \"trainer.py\", line 3012, in evaluation_loop\ntorch.cuda.OutOfMemoryError: CUDA out of memory. Tried to "
+     "allocate 20.00 MiB", "cuda_oom", {"logs.oom_phase": "eval"}),
+    ("File \"trainer.py\", line 2216, in _inner_training_loop\ntorch.cuda.OutOfMemoryError: CUDA out of memory.",
+     "cuda_oom", {"logs.oom_phase": "train"}),
+    ("[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, NumelIn=466119168, "
+     "NumelOut=466119168, Timeout(ms)=600000) ran for 600004 milliseconds before timing out.",
+     "nccl_watchdog_timeout", {"logs.system_error": "nccl-timeout"}),
+    ("RuntimeError: probability tensor contains either `inf`, `nan` or element < 0", "probability_nan",
+     {"forward.loss_finite": False}),
+    ("[2024-01-01 10:00:00,000] [INFO] [loss_scaler.py:183:update_scale] [deepspeed] OVERFLOW! Rank 0 Skipping step. "
+     "Attempted loss scale: 2, reducing to 1", "deepspeed_overflow_skip", {"fp16overflow.scale_at_minimum": True}),
+]
+
+
+@pytest.mark.parametrize("text,signature,expected", SIGNATURES)
+def test_signatures(kb, text, signature, expected):
+    ex = extract(kb, text)
+    assert signature in [s.signature.id for s in ex.signatures]
+    got = {name: hit.value for name, hit in ex.facts.items()}
+    assert {k: got.get(k) for k in expected} == expected
+
+
+def test_every_knowledge_expression_is_linear_time(kb):
+    problems = [(p.rx, linear_problem(p.rx)) for p in table(kb) if linear_problem(p.rx)]
+    assert problems == []
+
+
+@pytest.mark.parametrize("rx", [r"(a+)+b", r"(?:x|xy){1,50}z", r"foo.*bar", r"(\s{0,3}a){2,9}"])
+def test_super_linear_expressions_are_refused(rx):
+    assert linear_problem(rx)
+
+
+def test_ask_ranks_the_signature_cause_first_and_quotes_it():
+    text = ("RuntimeError: CUDA error: device-side assert triggered\n"
+            "Indexing.cu:1146: indexSelectLargeIndex: Assertion `srcIndex < srcSelectDimSize` failed.")
+    result = CliRunner().invoke(main, ["ask", text, "--no-input", "--json"])
+    diag = json.loads(result.stdout)
+    top = diag["causes"][0]
+    assert top["id"] == "nan-loss.token-out-of-range"
+    line = next(e for e in top["evidence"] if e["fact"] == "data.tokens.out_of_range")
+    assert line["from"] == "text" and "srcIndex" in line["span"] and f'from "{line["span"][:30]}' in top["why"]
+    assert "nan-loss.token-out-of-range" not in [c["id"] for c in diag["causes"] if c["status"] == "ruled-out"]
+
+
+def test_text_never_overrides_an_answer():
+    result = CliRunner().invoke(main, ["ask", "loss went nan with --fp16", "--no-input", "--json",
+                                       "--answer", "train.precision=bf16"])
+    diag = json.loads(result.stdout)
+    used = [e for c in diag["causes"] for e in c["evidence"] if e["fact"] == "train.precision"]
+    assert used and all(e["value"] == "bf16" and e["from"] == "user" for e in used)
+
+
+def test_weak_text_fact_is_tempered_and_never_confirms(kb):
+    from troubleshoot.engine import score_cause
+    from troubleshoot.observations import Fact
+
+    cause = kb.causes["nan-loss.token-out-of-range"]
+    strong, _, confirmed = score_cause(cause, {"data.tokens.out_of_range": Fact("data.tokens.out_of_range", True, "probe:batch")})
+    weak, lines, weak_confirmed = score_cause(
+        cause, {"data.tokens.out_of_range": Fact("data.tokens.out_of_range", True, "text", span="x", trust=0.5)})
+    assert confirmed and not weak_confirmed and weak < strong
+    assert lines[0].factor == pytest.approx(50 ** 0.5)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.text(max_size=3000))
+def test_any_text_is_read_without_error(kb, text):
+    ex = extract(kb, text)
+    for hit in ex.facts.values():
+        assert hit.fact in kb.facts
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.binary(max_size=4000))
+def test_binary_junk_is_read_without_error(kb, junk):
+    extract(kb, junk.decode("utf-8", "replace"))
+    extract(kb, junk.decode("latin-1"))
+
+
+def test_ten_megabyte_paste(kb):
+    noise = "{'loss': 2.31, 'grad_norm': 1.1, 'learning_rate': 1e-05, 'epoch': 0.1}\n" * 60_000
+    noise += "lr lr lr lr ((((((((( --- ==== :::: " * 100_000   # hostile: many prefilter hits, long runs
+    noise += "x" * 2_500_000 + "\n"                              # one 2.5 MB line
+    text = noise + "RuntimeError: Expected to mark a variable ready only once.\n"
+    assert len(text) > 10_000_000
+    ex = extract(kb, text)
+    assert [s.signature.id for s in ex.signatures] == ["ddp_variable_ready_twice"]
+    assert ex.signatures[0].line == text.count("\n")

@@ -1,0 +1,170 @@
+"""Launch commands, training scripts, trainer configs and console output: each realistic sample
+(tests/setup_samples/, one per trainer) is recognised by content and gives the expected facts."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from troubleshoot.cli import main
+from troubleshoot.loaders import detect
+from troubleshoot.probes import ProbeContext, run_all
+
+SAMPLES = Path(__file__).parent / "setup_samples"
+
+CASES = {
+    "llamafactory_lora_sft.yaml": ("trainer-config", {
+        "train.stage": "sft", "train.finetune_method": "lora", "train.lora_rank": 8, "train.seq_len": 2048,
+        "train.micro_batch_size": 1, "train.grad_accum_steps": 8, "train.lr": 1e-4, "train.warmup_ratio": 0.1,
+        "train.precision": "bf16", "train.framework": "hf-trainer"}),
+    "axolotl_lora.yml": ("trainer-config", {
+        "train.seq_len": 4096, "train.finetune_method": "lora", "train.lora_rank": 32, "train.lora_alpha": 16,
+        "train.grad_accum_steps": 4, "train.micro_batch_size": 2, "train.lr": 0.0002,
+        "train.gradient_checkpointing": True, "train.attn_impl": "flash-attn", "train.warmup_iterations": 10,
+        "optimizer.weight_decay": 0.0}),
+    "torchtune_lora_single_device.yaml": ("trainer-config", {
+        "train.lora_rank": 8, "train.lora_alpha": 16, "train.micro_batch_size": 2, "optimizer.weight_decay": 0.01,
+        "train.lr": 3e-4, "train.warmup_iterations": 100, "train.grad_accum_steps": 8,
+        "train.gradient_checkpointing": True, "train.precision": "bf16", "train.framework": "pytorch"}),
+    "olmo_1b.yaml": ("trainer-config", {
+        "model.hidden_size": 2048, "model.num_heads": 16, "model.num_layers": 16, "train.seq_len": 2048,
+        "train.lr": 4e-4, "optimizer.weight_decay": 0.1, "optimizer.beta1": 0.9, "optimizer.beta2": 0.95,
+        "train.warmup_iterations": 2000, "train.global_batch_size": 2048, "train.micro_batch_size": 8,
+        "train.precision": "bf16", "train.grad_clip": 1.0}),
+    "nemo_megatron_gpt.yaml": ("trainer-config", {
+        "train.precision": "fp16", "train.grad_clip": 1.0, "train.micro_batch_size": 4, "train.global_batch_size": 256,
+        "tp.size": 2, "train.pp_size": 1, "train.seq_len": 2048, "model.num_layers": 24, "model.hidden_size": 2048,
+        "model.num_heads": 16, "model.initializer_range": 0.02, "train.lr": 2e-4, "optimizer.beta2": 0.98,
+        "train.warmup_iterations": 500, "train.parallelism": "tensor", "train.framework": "megatron"}),
+    "mlx_lora_config.yaml": ("trainer-config", {
+        "train.finetune_method": "lora", "train.micro_batch_size": 4, "train.lr": 1e-5, "train.seq_len": 2048,
+        "train.lora_rank": 8, "train.gradient_checkpointing": False}),
+    "ds_zero3_auto.json": ("trainer-config", {
+        "train.zero_stage": 3, "train.parallelism": "zero", "train.framework": "deepspeed"}),
+    "ds_zero2_fp16.json": ("trainer-config", {
+        "train.zero_stage": 2, "train.precision": "fp16", "train.grad_clip": 1.0, "train.global_batch_size": 256,
+        "train.micro_batch_size": 4, "train.grad_accum_steps": 8, "train.lr": 3e-5, "optimizer.beta2": 0.999,
+        "optimizer.eps": 1e-8, "train.warmup_iterations": 500}),
+    "accelerate_fsdp.yaml": ("trainer-config", {"train.precision": "fp16", "train.zero_stage": 3}),
+    "accelerate_deepspeed.yaml": ("trainer-config", {
+        "train.precision": "bf16", "train.zero_stage": 2, "train.grad_clip": 1.0, "train.grad_accum_steps": 4}),
+    "pretrain_gpt_345m.sh": ("launch-script", {
+        "tp.size": 2, "train.pp_size": 2, "model.num_layers": 24, "model.hidden_size": 1024, "model.num_heads": 16,
+        "train.seq_len": 1024, "train.micro_batch_size": 4, "train.global_batch_size": 16, "train.lr": 0.00015,
+        "train.warmup_ratio": 0.01, "train.grad_clip": 1.0, "optimizer.beta2": 0.95,
+        "model.initializer_range": 0.006, "train.precision": "fp16", "optimizer.weight_decay": 0.01,
+        "train.parallelism": "tensor", "train.framework": "megatron"}),
+    "deepspeed_launch.sh": ("launch-script", {
+        "train.micro_batch_size": 4, "train.grad_accum_steps": 2, "train.warmup_iterations": 0, "train.lr": 2e-5,
+        "train.gradient_checkpointing": True, "train.precision": "fp16"}),
+    "accelerate_launch.sh": ("launch-script", {
+        "train.precision": "bf16", "train.lr": 5e-6, "train.warmup_ratio": 0.03, "train.grad_clip": 0.0,
+        "train.attn_impl": "flash-attn"}),
+    "llamafactory_cli.sh": ("launch-script", {
+        "train.lr": 1e-4, "train.seq_len": 4096, "train.finetune_method": "lora", "train.lora_rank": 16}),
+    "sft_trl.py": ("training-script", {
+        "model.dtype": "bf16", "train.attn_impl": "flash-attn", "train.lora_rank": 64, "train.lora_alpha": 16,
+        "train.lr": 2e-4, "train.micro_batch_size": 2, "train.grad_accum_steps": 16, "train.seq_len": 4096,
+        "train.precision": "bf16", "train.warmup_iterations": 100, "train.grad_clip": 1.0, "optimizer.beta2": 0.95,
+        "train.gradient_checkpointing": True, "train.framework": "hf-trainer"}),
+    "custom_loop_fp16.py": ("training-script", {
+        "train.lr": 1e-3, "optimizer.beta1": 0.9, "optimizer.beta2": 0.95, "optimizer.eps": 1e-8,
+        "optimizer.weight_decay": 0.1, "train.grad_clip": 1.0, "model.dtype": "fp16",
+        "fp16overflow.params_loaded_fp16": True, "fp16overflow.mask_fill_large": True,
+        "mask.additive_fill_unsafe": True, "data.labels.pad_not_ignored": True}),
+    "traceback_console.txt": ("log", {"data.tokens.out_of_range": True, "train.lr": None}),
+}
+
+
+def _probe(path: Path):
+    artifact = detect(path)
+    return artifact, run_all(ProbeContext([artifact], static=True))
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_sample_gives_expected_facts(name):
+    kind, expected = CASES[name]
+    artifact, obs = _probe(SAMPLES / name)
+    assert artifact.kind == kind
+    got = {k: obs.facts[k].value if k in obs.facts else None for k in expected}
+    assert got == pytest.approx(expected) if all(isinstance(v, (int, float)) for v in expected.values()) else got == expected
+    for fact in obs.facts.values():  # every fact names the words it came from
+        assert fact.span or fact.note
+
+
+def test_deepspeed_auto_values_are_listed_not_guessed():
+    _, obs = _probe(SAMPLES / "ds_zero3_auto.json")
+    summary = next(f for f in obs.findings if f.id == "setup.settings")
+    assert "left 'auto'" in summary.message and "optimizer.params.lr" in summary.message
+    assert "train.lr" not in obs.facts and "train.precision" not in obs.facts
+
+
+def test_script_findings_name_their_lines():
+    _, obs = _probe(SAMPLES / "custom_loop_fp16.py")
+    where = {f.id: f.where for f in obs.findings}
+    assert where["setup.model_half"].endswith(":4")
+    assert where["setup.mask_fill"].endswith(":11")
+    assert where["setup.labels_unmasked"].endswith(":17")
+    assert {f.id: f.severity for f in obs.findings}["setup.mask_fill"] == "warning"  # fp16: -1e9 overflows
+
+
+def test_traceback_signatures_are_findings_with_line_numbers():
+    _, obs = _probe(SAMPLES / "traceback_console.txt")
+    found = {f.id: f for f in obs.findings}
+    assert found["signature.cuda_index_assert"].where.endswith("traceback_console.txt:4")
+    assert found["signature.cuda_index_assert"].value["count"] == 2
+    assert found["signature.device_side_assert"].where.endswith(":15")
+
+
+def test_probe_ranks_the_cause_the_traceback_names(tmp_path):
+    console = tmp_path / "stderr"  # not named like a log, no metric line: console output by content
+    lines = (SAMPLES / "traceback_console.txt").read_text().splitlines()
+    console.write_text("\n".join(line for line in lines if "'loss'" not in line) + "\n")
+    result = CliRunner().invoke(main, ["probe", str(console), "--json"])
+    diag = json.loads(result.stdout)
+    assert diag["artifacts"][0]["kind"] == "console"
+    assert diag["causes"][0]["id"] == "nan-loss.token-out-of-range"
+    evidence = diag["causes"][0]["evidence"][0]
+    assert evidence["from"] == "probe:console" and "srcIndex < srcSelectDimSize" in evidence["span"]
+
+
+def test_console_on_stdin():
+    text = (SAMPLES / "traceback_console.txt").read_text()
+    result = CliRunner().invoke(main, ["probe", "-", "--json"], input=text)
+    diag = json.loads(result.stdout)
+    assert diag["artifacts"] == [{"path": "-", "kind": "console", "detail": "standard input"}]
+    assert any(f["id"] == "signature.cuda_index_assert" and f["where"] == "-:4" for f in diag["findings"])
+    assert result.exit_code == 1  # an error signature is a problem found
+
+
+def test_clean_launch_script_implies_no_symptom():
+    result = CliRunner().invoke(main, ["probe", str(SAMPLES / "pretrain_gpt_345m.sh"), "--json"])
+    diag = json.loads(result.stdout)
+    assert result.exit_code == 0 and diag["symptoms"] == [] and diag["causes"] == []
+
+
+def test_ask_with_a_config_uses_its_settings():
+    result = CliRunner().invoke(main, ["ask", "loss spikes then diverges", "--no-input", "--json",
+                                       "--probe", str(SAMPLES / "ds_zero2_fp16.json")])
+    diag = json.loads(result.stdout)
+    cause = next(c for c in diag["causes"] if c["id"] == "loss-spike.fp16-precision")
+    assert any(e["fact"] == "train.precision" and e["from"] == "probe:setup" for e in cause["evidence"])
+
+
+def test_unparsable_python_is_one_line_error(tmp_path):
+    bad = tmp_path / "train.py"
+    bad.write_text("def broken(:\n    pass\n")
+    result = CliRunner().invoke(main, ["probe", str(bad)])
+    assert result.exit_code != 0 or "not valid Python" in result.output
+
+
+def test_yaml_alias_bomb_stays_cheap(tmp_path):
+    lines = ["a0: &a0 [lr, lr, lr, lr, lr, lr, lr, lr, lr]"]
+    lines += [f"a{i}: &a{i} [*a{i-1}, *a{i-1}, *a{i-1}, *a{i-1}, *a{i-1}, *a{i-1}, *a{i-1}, *a{i-1}, *a{i-1}]"
+              for i in range(1, 9)]
+    bomb = tmp_path / "config.yaml"
+    bomb.write_text("learning_rate: 1e-4\nbf16: true\n" + "\n".join(lines) + "\n")
+    artifact, obs = _probe(bomb)
+    assert obs.facts["train.lr"].value == 1e-4

@@ -1,0 +1,59 @@
+"""Is a phrase negated where it stands? "not using fp16", "without gradient clipping",
+"没有用fp16", "--no-fp16", "fp16: false", "switched from fp16 to bf16".
+
+A negated match never sets a fact positively: it sets the rule's ``negated`` value or nothing.
+The look-back stays inside the clause (it stops at . ; , ! ? and their Chinese forms, at a
+newline, and at "but" / "但"), over at most ENGLISH_WINDOW characters for English negators and
+CHINESE_WINDOW for Chinese ones, which sit right before what they negate ("没有用fp16", "不开bf16").
+"""
+from __future__ import annotations
+
+import re
+from functools import cache
+from types import SimpleNamespace
+
+ENGLISH_WINDOW, CHINESE_WINDOW = 40, 5
+
+
+@cache
+def _rx() -> SimpleNamespace:
+    """The expressions, compiled on first use: most questions hold no phrase to check."""
+    return SimpleNamespace(
+        clause_end=re.compile(r"[.;,!?\n。；，！？:]|\bbut\b|\bhowever\b|但|可是|不过"),
+        english=re.compile(
+            r"(?<![A-Za-z])(?:not|no|never|without|w/o|disabled?|disabling|turn(?:ed)?\s{1,3}off|instead\s{1,3}of|"
+            r"rather\s{1,3}than|switch(?:ed|ing)?\s{1,3}(?:away\s{1,3})?from|moved?\s{1,3}from|changed?\s{1,3}from|"
+            r"\w{1,12}n't|isnt|dont|doesnt|didnt|wasnt|arent|cannot)(?![A-Za-z])", re.IGNORECASE),
+        chinese=re.compile(r"没有|没用|没开|没|不用|不开|不使用|不是|未|无|关闭|关掉|禁用|去掉|而非|而不是|从"),
+        # a turn between a negator and the match: "from fp16 to bf16", "从fp16改成bf16"
+        turn=re.compile(r"(?<![A-Za-z])(?:to|into|then|now|->)(?![A-Za-z])|→|改成|换成|改为|换到|改用|到",
+                        re.IGNORECASE),
+        flag_off=re.compile(r"(?:--no[-_]|no[-_])$", re.IGNORECASE),
+        value_off=re.compile(
+            r"[\"']?\s{0,3}[:=]\s{0,3}(?:\{\s{0,3}[\"']?enabled[\"']?\s{0,3}:\s{0,3})?[\"']?"
+            r"(?:false|0|none|no|off|disabled?)(?![\w.])"
+            r"|\s{1,3}(?:is\s{1,3}|was\s{1,3})?(?:off|disabled)(?![\w.])|\s{0,3}(?:关闭|关掉|没开|没有开)",
+            re.IGNORECASE))
+
+
+def negated(text: str, start: int, end: int) -> bool:
+    """True when the match text[start:end] is negated by the words around it."""
+    rx = _rx()
+    before = _clause_before(text, start)
+    if rx.flag_off.search(before[-6:]) or rx.value_off.match(text, end, min(len(text), end + 40)):
+        return True
+    return (_negator_applies(rx.english, before[-ENGLISH_WINDOW:])
+            or _negator_applies(rx.chinese, before[-CHINESE_WINDOW:]))
+
+
+def _negator_applies(negators: re.Pattern, before: str) -> bool:
+    """The last negator before the match applies unless a turn lies between them."""
+    last = next(reversed(list(negators.finditer(before))), None)
+    return last is not None and not _rx().turn.search(before, last.end())
+
+
+def _clause_before(text: str, start: int) -> str:
+    """The part of the clause before ``start`` (at most ENGLISH_WINDOW characters)."""
+    window = text[max(0, start - ENGLISH_WINDOW):start]
+    last = next(reversed(list(_rx().clause_end.finditer(window))), None)
+    return window[last.end():] if last else window

@@ -1,0 +1,189 @@
+"""Python training scripts, read with ``ast`` only (never imported, never run).
+
+Settings come from the keyword arguments of the calls that configure training:
+``TrainingArguments(learning_rate=2e-5, bf16=True)`` -> ``trainingarguments.learning_rate``,
+``LoraConfig(r=8)`` -> ``loraconfig.r``, ``from_pretrained(..., torch_dtype=torch.float16)`` ->
+``from_pretrained.torch_dtype = "torch.float16"``, ``AdamW(..., betas=(0.9, 0.95))``,
+``clip_grad_norm_(params, 1.0)``; and from dict literals assigned to a name ending in
+``config`` / ``args`` (a DeepSpeed config written inline). Besides settings, ``Pattern`` rows name
+code that is known to break training (probes/setup turns them into findings and facts):
+``model.half()``, ``tokenizer.pad_token = tokenizer.eos_token``, labels copied from input_ids
+with no -100 masking anywhere, masks filled with -1e9 / float('-inf') / finfo(float32).min.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from ...errors import ArtifactError
+from .read import Setting, read_text, snake
+
+CONFIG_CALLS = ("arguments", "args", "config", "configs")  # TrainingArguments, SFTConfig, LoraConfig, ...
+CALLS = {"from_pretrained", "adam", "adamw", "adamw8bit", "pagedadamw", "pagedadamw8bit", "fusedadam", "lion", "sgd",
+         "adafactor", "clip_grad_norm_", "get_linear_schedule_with_warmup", "get_cosine_schedule_with_warmup",
+         "get_scheduler", "dict", "autocast", "gradscaler", "prepare_model_for_kbit_training", "initialize"}
+POSITIONAL = {"clip_grad_norm_": ("parameters", "max_norm"),
+              "get_linear_schedule_with_warmup": ("optimizer", "num_warmup_steps", "num_training_steps"),
+              "get_cosine_schedule_with_warmup": ("optimizer", "num_warmup_steps", "num_training_steps")}
+# calls that are a setting by themselves
+CALL_SETTINGS = {"gradient_checkpointing_enable": ("gradient_checkpointing", True),
+                 "get_peft_model": ("peft_type", "lora"), "prepare_model_for_kbit_training": ("peft_type", "lora")}
+FP32_MIN = ("finfo(torch.float32).min", "finfo(torch.float).min")
+UNSAFE_FILL = 65504.0        # the largest fp16 magnitude
+
+
+class Pattern(NamedTuple):
+    """Code known to break training, found at ``line``."""
+
+    id: str     # half | pad_is_eos | labels_unmasked | mask_fill | fp16_autocast
+    line: int
+    quote: str
+
+
+def is_python(path: Path, head: str) -> bool:
+    return path.suffix.lower() == ".py" or head.startswith("#!") and "python" in head[:60]
+
+
+def parse(path: Path) -> tuple[ast.Module, list[str]]:
+    text = read_text(path)
+    if text is None:
+        raise ArtifactError(path, "binary content, not a Python script")
+    try:
+        return ast.parse(text, filename=str(path)), text.splitlines()
+    except (SyntaxError, ValueError, RecursionError) as err:
+        line = getattr(err, "lineno", None)
+        where = f" (line {line})" if line else ""
+        raise ArtifactError(path, f"not valid Python{where}: {getattr(err, 'msg', err)}") from None
+
+
+def script_settings(path: Path) -> list[Setting]:
+    tree, lines = parse(path)
+    out: list[Setting] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            out += _call_settings(node, lines)
+        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict):
+            names = [t.id.lower() for t in node.targets if isinstance(t, ast.Name)]
+            if any(n.endswith(("config", "args", "cfg")) for n in names):
+                out += _dict_settings(node.value, "", lines)
+    return out
+
+
+def _call_settings(node: ast.Call, lines: list[str]) -> list[Setting]:
+    name = _call_name(node).lower()
+    out = [Setting(*CALL_SETTINGS[name], node.lineno, _quote(lines, node))] if name in CALL_SETTINGS else []
+    if not (name in CALLS or name.endswith(CONFIG_CALLS)):
+        return out
+    for i, arg in enumerate(node.args[:len(POSITIONAL.get(name, ()))]):
+        out.append(Setting(f"{name}.{POSITIONAL[name][i]}", _value(arg), node.lineno,
+                           f"{name}(... {ast.unparse(arg)[:60]})"))
+    for kw in node.keywords:
+        if kw.arg is None:
+            continue
+        if isinstance(kw.value, ast.Dict):
+            out += _dict_settings(kw.value, f"{name}.{snake(kw.arg)}.", lines)
+        else:
+            out.append(Setting(f"{name}.{snake(kw.arg)}", _value(kw.value), kw.value.lineno,
+                               f"{kw.arg}={ast.unparse(kw.value)[:80]}"))
+    return out
+
+
+def _dict_settings(node: ast.Dict, prefix: str, lines: list[str], depth: int = 0) -> list[Setting]:
+    out = []
+    for key, value in zip(node.keys, node.values):
+        if not (isinstance(key, ast.Constant) and isinstance(key.value, str)) or depth > 8:
+            continue
+        if isinstance(value, ast.Dict):
+            out += _dict_settings(value, f"{prefix}{snake(key.value)}.", lines, depth + 1)
+        else:
+            out.append(Setting(f"{prefix}{snake(key.value)}", _value(value), value.lineno,
+                               f"{key.value!r}: {ast.unparse(value)[:80]}"))
+    return out
+
+
+def _call_name(node: ast.Call) -> str:
+    func = node.func
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
+def _value(node: ast.AST) -> Any:
+    """A literal as its value, anything else as its source text (torch.float16, args.lr)."""
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return ast.unparse(node)[:200]
+
+
+def _quote(lines: list[str], node: ast.AST) -> str:
+    line = getattr(node, "lineno", 0)
+    return lines[line - 1].strip()[:160] if 0 < line <= len(lines) else ""
+
+
+def patterns(path: Path) -> list[Pattern]:
+    """Code known to break training (see the module docstring)."""
+    tree, lines = parse(path)
+    out: list[Pattern] = []
+    labels_copied: list[ast.AST] = []
+    masks_labels = False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            attr = node.func.attr
+            if attr == "half" and "model" in ast.unparse(node.func.value).lower():
+                out.append(Pattern("half", node.lineno, _quote(lines, node)))
+            elif attr in ("masked_fill", "masked_fill_") and len(node.args) >= 2 and _unsafe_fill(node.args[1]):
+                out.append(Pattern("mask_fill", node.lineno, _quote(lines, node)))
+            elif attr == "to" and "model" in ast.unparse(node.func.value).lower() and \
+                    any("float16" in ast.unparse(a) or ast.unparse(a).endswith(".half")
+                        for a in [*node.args, *(k.value for k in node.keywords)]):
+                out.append(Pattern("half", node.lineno, _quote(lines, node)))
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult) and \
+                (_unsafe_fill(node.left) or _unsafe_fill(node.right)) and "mask" in ast.unparse(node).lower():
+            out.append(Pattern("mask_fill", node.lineno, _quote(lines, node)))
+        if isinstance(node, ast.Assign):
+            target = ast.unparse(node.targets[0])
+            value = ast.unparse(node.value)
+            if target.endswith(".pad_token") and value.endswith(".eos_token") or \
+                    target.endswith(".pad_token_id") and value.endswith(".eos_token_id"):
+                out.append(Pattern("pad_is_eos", node.lineno, _quote(lines, node)))
+            if _is_labels(node.targets[0]) and "input_ids" in value and "-100" not in value:
+                labels_copied.append(node)
+        if _masks_labels(node):
+            masks_labels = True
+    if labels_copied and not masks_labels:
+        out.append(Pattern("labels_unmasked", labels_copied[0].lineno, _quote(lines, labels_copied[0])))
+    return out
+
+
+def _is_labels(target: ast.AST) -> bool:
+    if isinstance(target, ast.Name):
+        return target.id == "labels"
+    if isinstance(target, ast.Subscript):
+        key = target.slice
+        return isinstance(key, ast.Constant) and key.value == "labels"
+    return False
+
+
+def _masks_labels(node: ast.AST) -> bool:
+    """Some -100 / IGNORE_INDEX / ignore_index, or a collator that masks labels itself."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and \
+            isinstance(node.operand, ast.Constant) and node.operand.value == 100:
+        return True
+    if isinstance(node, ast.Name) and "ignore" in node.id.lower():
+        return True
+    if isinstance(node, ast.keyword) and node.arg and "ignore_index" in node.arg:
+        return True
+    return isinstance(node, ast.Name) and node.id in ("DataCollatorForLanguageModeling", "DataCollatorForSeq2Seq",
+                                                      "DataCollatorForCompletionOnlyLM", "SFTTrainer")
+
+
+def _unsafe_fill(node: ast.AST) -> bool:
+    """-1e9, float('-inf'), -math.inf, torch.finfo(torch.float32).min: beyond what fp16 holds."""
+    text = ast.unparse(node).replace(" ", "")
+    if any(m in text for m in FP32_MIN) or "inf" in text.lower() and text.startswith(("-", "float(")):
+        return True
+    try:
+        value = ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) > UNSAFE_FILL

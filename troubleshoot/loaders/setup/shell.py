@@ -1,0 +1,134 @@
+"""Launch commands and shell scripts: ``torchrun``, ``deepspeed``, ``accelerate launch``,
+``python train.py --...``, ``llamafactory-cli train``, Megatron ``pretrain_gpt.py`` arguments.
+
+Read with ``shlex`` (never run): continuation lines are joined, ``NAME=value`` and
+``NAME=( ... )`` assignments are remembered and ``$NAME`` / ``${NAME}`` / ``${NAME[@]}`` expanded
+where used (Megatron scripts keep their arguments in ``GPT_ARGS="--num-layers 24 ..."``), and
+every ``--flag value``, ``--flag=value``, bare ``--switch`` and ``key=value`` override becomes a
+Setting named like the flag (``--clip-grad 1.0`` -> ``clip_grad``).
+"""
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+from .read import Setting, read_text, snake
+
+LAUNCHERS = re.compile(r"(?m)^\s*(?:[A-Z_][A-Z0-9_]*=\S*\s+)*(?:srun\s+\S.*)?"
+                       r"(?:torchrun|deepspeed|accelerate\s+launch|python3?\s+(?:-m\s+\S+\s+)?\S+\.py|"
+                       r"llamafactory-cli|axolotl|tune\s+run|mlx_lm\.lora|python3?\s+-m\s+(?:torch\.distributed\.run|mlx_lm))")
+SHELL_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch", ".zsh")
+_ASSIGN = re.compile(r"^\s*(?:export\s+|local\s+|declare\s+(?:-\w\s+)?)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:\[@\]|\[\*\])?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+_OVERRIDE = re.compile(r"^([a-z][a-z0-9_.]*)=(.+)$")
+_NUMBER = re.compile(r"^-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$")
+
+
+def is_launch(path: Path, head: str) -> bool:
+    return path.suffix.lower() in SHELL_SUFFIXES or head.startswith("#!") and "sh" in head[:40] \
+        or bool(LAUNCHERS.search(head))
+
+
+def shell_settings(path: Path) -> list[Setting]:
+    text = read_text(path) or ""
+    return command_settings(text)
+
+
+def command_settings(text: str) -> list[Setting]:
+    """Settings from shell text: a script or a pasted command line."""
+    variables: dict[str, tuple[list[str], int]] = {}
+    out: list[Setting] = []
+    for line_no, line in _logical_lines(text):
+        assign = _ASSIGN.match(line)
+        if assign and not _is_command(assign.group(2)):
+            # unquoted $NAME splits on spaces, so a quoted list of flags is still a list of words
+            tokens = [word for token in _split(assign.group(2).strip().strip("()")) for word in token.split()]
+            variables[assign.group(1)] = (_expand(tokens, variables), line_no)
+            if any(t.startswith("--") for t in tokens):
+                out += _flags(variables[assign.group(1)][0], line_no)
+            continue
+        words = _split(line)
+        while words and _ASSIGN.match(words[0]):  # environment prefix
+            words.pop(0)
+        out += _flags(_expand(words, variables), line_no)
+    return out
+
+
+def _is_command(value: str) -> bool:
+    """``CUDA_VISIBLE_DEVICES=0,1 llamafactory-cli train ...``: an environment prefix, not an assignment."""
+    value = value.strip()
+    return not value.startswith(("(", '"', "'")) and len(_split(value)) > 1
+
+
+def _logical_lines(text: str):
+    """(first line number, logical line): continuation lines joined, a multi-line array or quoted
+    value gathered into its assignment."""
+    pending, start, depth = "", 0, 0
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.rstrip()
+        if not pending:
+            start = number
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        pending += line
+        depth = _open(pending)
+        if depth and number - start < 400:
+            pending += " "
+            continue
+        yield start, pending
+        pending = ""
+    if pending:
+        yield start, pending
+
+
+def _open(text: str) -> int:
+    """Non-zero while an array '(' or a quote is still open (an assignment spanning lines)."""
+    if not _ASSIGN.match(text):
+        return 0
+    value = _ASSIGN.match(text).group(2)
+    if value.startswith("(") and ")" not in value:
+        return 1
+    for quote in ('"', "'"):
+        if value.startswith(quote) and value.count(quote) % 2 == 1:
+            return 1
+    return 0
+
+
+def _split(text: str) -> list[str]:
+    try:
+        return shlex.split(text, comments=True)
+    except ValueError:  # unbalanced quotes: fall back to whitespace
+        return text.split("#", 1)[0].split()
+
+
+def _expand(tokens: list[str], variables: dict[str, tuple[list[str], int]]) -> list[str]:
+    out: list[str] = []
+    for token in tokens:
+        whole = _VAR.fullmatch(token)
+        if whole and (whole.group(1) or whole.group(2)) in variables:
+            out += variables[whole.group(1) or whole.group(2)][0]
+            continue
+        out.append(_VAR.sub(lambda m: " ".join(variables.get(m.group(1) or m.group(2), ([m.group(0)], 0))[0]), token))
+    return out
+
+
+def _flags(tokens: list[str], line: int) -> list[Setting]:
+    out = []
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if token.startswith("--") and len(token) > 2:
+            name, sep, value = token.partition("=")
+            if not sep:
+                following = tokens[i + 1] if i + 1 < len(tokens) else None
+                if following is not None and (not following.startswith("-") or _NUMBER.match(following)):
+                    value, i = following, i + 1
+                else:
+                    value = True
+            out.append(Setting(snake(name), value, line, f"{name} {value}".strip() if value is not True else name))
+        elif (m := _OVERRIDE.match(token)) and not token.startswith(("http", "/")):
+            out.append(Setting(snake(m.group(1)), m.group(2), line, token))
+        i += 1
+    return out

@@ -1,0 +1,39 @@
+"""Facts that follow from several settings together: the kind of parallelism, the framework,
+and fp16 weights trained under fp16 AMP."""
+from __future__ import annotations
+
+from ...observations import Artifact, Observations
+
+CONFIG_FRAMEWORKS = {"deepspeed config": "deepspeed", "LLaMA-Factory config": "hf-trainer",
+                     "axolotl config": "hf-trainer",
+                     "training arguments": "hf-trainer", "NeMo / Megatron-Core config": "megatron",
+                     "torchtune config": "pytorch", "OLMo config": "pytorch", "mlx-lm LoRA config": "other"}
+
+
+def derive(obs: Observations, source: str) -> None:
+    values = {name: fact.value for name, fact in obs.facts.items()}
+    kind = next((kind for fact, kind in (("tp.size", "tensor"), ("train.pp_size", "pipeline"))
+                 if (values.get(fact) or 0) > 1), None)
+    if kind is None and (values.get("train.zero_stage") or 0) >= 1:
+        kind = "zero"
+    if kind and "train.parallelism" not in values:
+        obs.fact("train.parallelism", kind, source, "from the parallel sizes set")
+    if values.get("model.dtype") == "fp16" and values.get("train.precision") == "fp16" \
+            and "fp16overflow.params_loaded_fp16" not in values:
+        obs.fact("fp16overflow.params_loaded_fp16", True, source, "model loaded in fp16 and trained with fp16 AMP")
+
+
+def framework_of(artifact: Artifact, rows: list) -> str | None:
+    """The training framework a config or command belongs to, when it says."""
+    if artifact.kind == "trainer-config":
+        return CONFIG_FRAMEWORKS.get(artifact.detail)
+    paths = {r.path for r in rows}
+    if paths & {"tensor_model_parallel_size", "num_layers", "micro_batch_size"} and \
+            paths & {"seq_length", "global_batch_size", "train_iters"}:
+        return "megatron"
+    hf_classes = ("trainingarguments.", "sftconfig.", "dpoconfig.", "seq2seqtrainingarguments.")
+    if any(p.startswith(hf_classes) for p in paths):
+        return "hf-trainer"
+    if "deepspeed" in paths or "deepspeed_config" in paths:
+        return "deepspeed"
+    return None
