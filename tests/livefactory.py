@@ -8,6 +8,7 @@ steadily and a healthy run has no plateau or spike of its own. Faults, each on o
     out_of_range    one token id equals the vocabulary size (IndexError on CPU)
     all_ignored     every label is -100 (no supervised token: 0/0 in the mean loss)
     transient_nan   a one-off NaN from a forward hook that fires once (does not replay)
+    one_off_oom     a one-off "CUDA out of memory" raised from a forward hook (not a NaN)
 """
 from __future__ import annotations
 
@@ -70,5 +71,18 @@ def arm_transient(model) -> None:
     model.transformer.h[1].mlp.register_forward_hook(hook)
 
 
+def one_off_oom(model, b: dict) -> dict:
+    """The next forward raises an out-of-memory error once (a replay does not)."""
+    fired = []
+
+    def hook(module, args):
+        if not fired:
+            fired.append(True)
+            raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    model.transformer.h[0].register_forward_pre_hook(hook)
+    return b
+
+
 FAULTS = {"nan_embeds": nan_embeds, "out_of_range": out_of_range, "all_ignored": all_ignored,
-          "transient_nan": transient_nan}
+          "transient_nan": transient_nan, "one_off_oom": one_off_oom}

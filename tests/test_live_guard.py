@@ -80,6 +80,16 @@ def test_fault_trips_replays_and_ranks_the_cause(tmp_path, fault):
     assert math.isfinite(losses[-1]) and len(losses) >= STEPS - 1  # skip: the run went on, finite
 
 
+def test_an_exception_is_not_a_nan_its_text_names_the_symptom(tmp_path):
+    guard, losses = run_loop(tmp_path, "one_off_oom")
+    folder, incident, diag = bundle_of(guard, AT)
+    assert incident["trips"] == ["exception"] and "loss" not in incident["values"]
+    assert incident["replay"]["reproduced"] is False and incident["replay"]["error"] is None
+    symptoms = [s["id"] for s in diag["symptoms"]]
+    assert symptoms[0] == "system-failure" and "nan-loss" not in symptoms
+    assert math.isfinite(losses[-1])
+
+
 def test_huge_lr_step_is_caught_at_the_next_step_and_blamed_on_the_lr(tmp_path):
     guard, losses = run_loop(tmp_path, lr_jump_at=AT - 1)
     folder, incident, diag = bundle_of(guard, AT)

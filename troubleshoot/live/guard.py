@@ -114,7 +114,7 @@ class Guard:
             self._batches.append(batch)
         self.step = step if step is not None else self.step + 1
         _, world = signals.rank_and_world()
-        values = StepValues(self.step, float("nan"), lr=self._lr())
+        values = StepValues(self.step, None, lr=self._lr())  # no loss: metrics.jsonl gets no NaN for it
         self.judge.window.append(values.record())
         self._incident(["exception"], values, error=err, local_only=world > 1)
         self.reset_step()

@@ -35,7 +35,7 @@ class StepValues:
     """What one step measured, already agreed between ranks (identical on every rank)."""
 
     step: int
-    loss: float
+    loss: float | None       # None: the step raised before it had a loss
     grad_norm: float | None = None
     targets: float | None = None        # supervised tokens of the emptiest micro-batch / rank
     loss_scale: float | None = None

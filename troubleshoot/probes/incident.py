@@ -33,6 +33,7 @@ PUBLISHES = ("train.failure_iteration", "train.framework", "train.precision", "t
              "live.lr_jump", "live.spike_follows_weights", "data.has_nonfinite", "weights.nonfinite",
              "weights.nonfinite_tensors", "grads.nonfinite", "nanloss.recurs_on_replay", "lossspike.replay_spikes")
 NONFINITE = ("nonfinite-loss", "nonfinite-grad")
+EXCEPTION_MATCH = 0.6   # an exception matching a symptom's error aliases this well shows that symptom
 SYMPTOMS = {"nonfinite-loss": "nan-loss", "nonfinite-grad": "nan-loss", "no-target": "nan-loss",
             "loss-spike": "loss-spike", "grad-explosion": "loss-spike", "loss-scale-collapse": "fp16-overflow"}
 
@@ -70,7 +71,8 @@ def publish(data: dict, where: str, obs: Observations) -> None:
     ranks = data.get("ranks", {})
     first = ranks.get("first") if ranks.get("world", 1) > 1 else None
     on_ranks = f"; first on rank {', '.join(map(str, first))}" if first else ""
-    obs.find("incident.trip", "error", f"step {step}: {', '.join(trips)} (loss {values.get('loss')}, "
+    loss = values.get("loss", "none: the step raised")
+    obs.find("incident.trip", "error", f"step {step}: {', '.join(trips)} (loss {loss}, "
              f"grad norm {values.get('grad_norm', 'not measured')}){on_ranks}", where, values)
     for trip in trips:
         if trip in SYMPTOMS:  # the guard saw it happen: the symptom is observed, not inferred
@@ -86,9 +88,22 @@ def publish(data: dict, where: str, obs: Observations) -> None:
     fact("live.lr_jump", data.get("lr_jump"))
     if data.get("exception"):
         obs.find("incident.exception", "error", f"step {step} raised {data['exception']}", where)
+        symptom = exception_symptom(data["exception"])
+        if symptom:
+            obs.symptoms[symptom] = 1.0
     _batches(data, where, fact)
     _weights_and_grads(data, where, obs, fact)
     _replay(data, trips, where, obs, fact)
+
+
+def exception_symptom(text: str) -> str | None:
+    """The symptom whose error aliases (rules/*.yaml ``errors:``) the exception matches clearly,
+    e.g. "IndexError: index out of range in self" -> nan-loss; None for a weak or ambiguous match."""
+    from ..knowledge import load
+    from ..matcher import SymptomMatcher, pick
+
+    matches, ambiguous = pick(SymptomMatcher(load()).match(text))
+    return matches[0].id if matches and not ambiguous and matches[0].score >= EXCEPTION_MATCH else None
 
 
 def _batches(data: dict, where: str, fact) -> None:
