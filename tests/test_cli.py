@@ -210,7 +210,8 @@ def test_loss_went_nan_rules_nothing_out_without_evidence():
     assert "[untested" in result.output
     data = json.loads(run("ask", "--no-input", "--json", "loss went nan").stdout)
     jsonschema.validate(data, SCHEMA)
-    assert {c["status"] for c in data["causes"]} == {"untested"}
+    statuses = {c["status"] for c in data["causes"]}
+    assert "untested" in statuses and statuses <= {"untested", "possible"}  # the words only say "NaN happened"
     scores = [c["score"] for c in data["causes"]]
     assert scores == sorted(scores, reverse=True)
     nan = data["symptoms"][0]
