@@ -46,14 +46,37 @@ def stdin_is_tty() -> bool:
     return sys.stdin is not None and not sys.stdin.closed and sys.stdin.isatty()
 
 
-def _finish(diag: Diagnosis, as_json: bool, top: int) -> None:
+def _finish(diag: Diagnosis, as_json: bool, top: int, fail_on: str = "error", all_fixes: bool = False) -> None:
     if as_json:
         click.echo(json.dumps(diag.to_json(), ensure_ascii=False, indent=1))
     else:
         from .report.terminal import render
 
-        click.echo(render(diag, top=top), nl=False)
-    sys.exit(1 if diag.problem_found else 0)
+        click.echo(render(diag, top=top, all_fixes=all_fixes), nl=False)
+    sys.exit(exit_code(diag, fail_on))
+
+
+def exit_code(diag: Diagnosis, fail_on: str) -> int:
+    """1 when the report reaches the --fail-on threshold (DESIGN.md CLI contract), else 0.
+
+    ``error`` (the default): an error finding (a probe crash is one) or a confirmed cause;
+    ``warning``: a warning finding or a likely cause too; ``never``: always 0."""
+    if fail_on == "never":
+        return 0
+    if diag.problem_found:
+        return 1
+    if fail_on == "warning":
+        warned = any(f.severity == "warning" for f in diag.findings)
+        return 1 if warned or any(c.status == "likely" for c in diag.causes) else 0
+    return 0
+
+
+def report_options(command):
+    """--fixes and --fail-on, shared by ask and probe."""
+    command = click.option("--fail-on", type=click.Choice(["error", "warning", "never"]), default="error",
+                           show_default=True, help="What makes the exit status 1 (for CI).")(command)
+    return click.option("--fixes", "all_fixes", is_flag=True,
+                        help="Print the fix steps of every cause shown, not only confirmed / likely ones.")(command)
 
 
 class _Group(click.Group):
@@ -180,8 +203,9 @@ def _run_probes(paths: tuple[str, ...], **switches: Any) -> Observations:
 @click.option("--no-input", is_flag=True, help="Never prompt; rank with what is known and list open questions.")
 @click.option("--json", "as_json", is_flag=True, help="Print one llmfix/diagnosis-v1 JSON object.")
 @click.option("--top", default=5, show_default=True, type=click.IntRange(1), help="Causes to show.")
+@report_options
 def ask(text: tuple[str, ...], answers: tuple[str, ...], probe_paths: tuple[str, ...], no_input: bool,
-        as_json: bool, top: int) -> None:
+        as_json: bool, top: int, all_fixes: bool, fail_on: str) -> None:
     """Diagnose from a description, e.g.  llmfix ask "loss went nan"."""
     from .diagnosis import SymptomMatch
     from .engine import diagnose
@@ -194,7 +218,7 @@ def ask(text: tuple[str, ...], answers: tuple[str, ...], probe_paths: tuple[str,
     verdict, matches, candidates = _symptoms_in_words(kb, query, interactive)
     if verdict == "off-topic" and not observations.facts and not facts:
         if as_json:
-            _finish(Diagnosis(query=query), as_json, top)
+            _finish(Diagnosis(query=query), as_json, top, fail_on)
         _not_covered(query)
         sys.exit(0)
     asker = (lambda q: _prompt_answer(kb, q)) if interactive else None
@@ -204,7 +228,7 @@ def ask(text: tuple[str, ...], answers: tuple[str, ...], probe_paths: tuple[str,
         diag.symptoms += [SymptomMatch(m.id, m.title, m.score, m.score, weight=0.0)
                           for m in candidates if m.id not in listed]
         diag.weak_match = True
-    _finish(diag, as_json, top)
+    _finish(diag, as_json, top, fail_on, all_fixes)
 
 
 def _symptoms_in_words(kb, query: str, interactive: bool) -> tuple[str, list, list]:
@@ -248,9 +272,10 @@ def _progress_line():
 @click.option("--forward", is_flag=True, help="Run model probes even above the documented size caps.")
 @click.option("--plot", type=click.Path(dir_okay=False), help="Draw the training curves with events to this PNG.")
 @click.option("--answer", "-a", "answers", multiple=True, metavar="FACT=VALUE", help="Add what you know (repeatable).")
-@click.option("--top", default=5, show_default=True, type=click.IntRange(1))
+@click.option("--top", default=5, show_default=True, type=click.IntRange(1), help="Causes to show.")
+@report_options
 def probe(paths: tuple[str, ...], as_json: bool, device: str, model_factory: str | None, static: bool,
-          forward: bool, plot: str | None, answers: tuple[str, ...], top: int) -> None:
+          forward: bool, plot: str | None, answers: tuple[str, ...], top: int, all_fixes: bool, fail_on: str) -> None:
     """Probe checkpoints, training logs and data batches; rank causes from what they show."""
     from .engine import diagnose
 
@@ -267,7 +292,7 @@ def probe(paths: tuple[str, ...], as_json: bool, device: str, model_factory: str
         from .report.plot import write_plots
 
         observations.findings += write_plots(observations.attachments, plot)
-    _finish(diagnose(kb, {}, observations, facts), as_json, top)
+    _finish(diagnose(kb, {}, observations, facts), as_json, top, fail_on, all_fixes)
 
 
 # --------------------------------------------------------------------------- kb
