@@ -46,14 +46,16 @@ def stdin_is_tty() -> bool:
     return sys.stdin is not None and not sys.stdin.closed and sys.stdin.isatty()
 
 
-def _finish(diag: Diagnosis, as_json: bool, top: int, fail_on: str = "error", all_fixes: bool = False) -> None:
+def _finish(diag: Diagnosis, as_json: bool, top: int, fail_on: str = "error", all_fixes: bool = False,
+            interrupted: bool = False) -> None:
+    """Print the report; exit with the --fail-on status, or 130 after Ctrl-C (the partial report)."""
     if as_json:
         click.echo(json.dumps(diag.to_json(), ensure_ascii=False, indent=1))
     else:
         from .report.terminal import render
 
         click.echo(render(diag, top=top, all_fixes=all_fixes), nl=False)
-    sys.exit(exit_code(diag, fail_on))
+    sys.exit(130 if interrupted else exit_code(diag, fail_on))
 
 
 def exit_code(diag: Diagnosis, fail_on: str) -> int:
@@ -138,30 +140,86 @@ def _parse_answers(kb, answers: tuple[str, ...]) -> dict[str, Fact]:
     return out
 
 
-def _prompt_answer(kb, question: Question) -> Any:
-    """Ask one question on the terminal (stderr, so --json stdout stays clean)."""
-    spec = kb.facts[question.fact]
-    click.echo(click.style(f"\n? {question.text}", bold=True), err=True)
-    if question.how:
-        click.echo(f"  how: {question.how.strip()}", err=True)
-    if question.probe:
-        click.echo(f"  or let llmfix measure it: {question.probe}", err=True)
-    if spec.choices:
-        click.echo("  " + "  ".join(f"{i}) {c}" for i, c in enumerate(spec.choices, 1)), err=True)
-    hint = {"bool": "[y]es / [n]o / [?] don't know", "number": "a number, or ? if unknown",
-            "choice": "a number or name, or ?", "text": "text, or ?"}[spec.type]
-    while True:
-        click.echo(f"  ({hint}) > ", nl=False, err=True)
-        raw = sys.stdin.readline()
-        if not raw:
-            raise EOFError
-        raw = raw.strip()
-        if raw in ("?", "", "dk", "don't know", "dont know", "不知道", "unknown"):
-            return None
+ASK_AT_MOST = 12  # questions in one interactive session (engine.diagnose's max_questions)
+DONT_KNOW = ("?", "", "dk", "don't know", "dont know", "不知道", "unknown")
+FINISH = ("q", "quit", "exit", "done")
+ANSWER_HINT = {"bool": "[y]es / [n]o / [?] don't know", "number": "a number, or ? if unknown",
+               "choice": "a number or name, or ?", "text": "text, or ?"}
+
+
+class Interview:
+    """The interactive asker for engine.diagnose: one question at a time on stderr (so --json stdout
+    stays clean), with 'question k of at most n' and the running top 3 after each answer.
+
+    ``q`` or Ctrl-D finish with the ranking so far (EOFError stops the engine's loop); Ctrl-C does
+    the same and sets ``interrupted`` so that the command exits 130 after printing the report."""
+
+    def __init__(self, kb, matched: dict[str, float], observations: Observations, facts: dict[str, Fact]):
+        self.kb, self.matched, self.observations, self.facts = kb, matched, observations, facts
+        self.answers: dict[str, Fact] = {}
+        self.asked = 0
+        self.interrupted = False
+
+    def __call__(self, question: Question) -> Any:
+        from .report.terminal import hang, terminal_width
+
+        width = min(terminal_width(), 100)
+        if self.asked:
+            self._show_top3(width)
+        self.asked += 1
+        total = min(ASK_AT_MOST, self.asked + len(self._now().questions) - 1)
+        click.echo(click.style(f"\nQuestion {self.asked} of at most {max(total, self.asked)}"
+                               "  (q to finish)", dim=True), err=True)
+        for line in hang("? ", question.text, width):
+            click.echo(click.style(line, bold=True), err=True)
+        if question.how:
+            click.echo("\n".join(hang("  how: ", " ".join(question.how.split()), width)), err=True)
+        if question.probe:
+            click.echo(f"  or let llmfix measure it: {question.probe}", err=True)
+        value = self._read(self.kb.facts[question.fact])
+        if value is not None:
+            self.answers[question.fact] = Fact(question.fact, value, "user")
+        return value
+
+    def _read(self, spec) -> Any:
+        if spec.choices:
+            click.echo("  " + "  ".join(f"{i}) {c}" for i, c in enumerate(spec.choices, 1)), err=True)
+        while True:
+            raw = self._line(f"  ({ANSWER_HINT[spec.type]}, q to finish) > ").strip()
+            if raw.lower() in FINISH:
+                raise EOFError
+            if raw.lower() in DONT_KNOW:
+                return None
+            try:
+                return spec.parse(raw)
+            except ValueError as err:  # the message without the internal fact id
+                words = str(err).removeprefix(f"{spec.name}: ").removeprefix(f"{spec.name} ")
+                click.echo(f"  That answer {words}; ? if you do not know, q to finish.", err=True)
+
+    def _line(self, prompt: str) -> str:
+        click.echo(prompt, nl=False, err=True)
         try:
-            return spec.parse(raw)
-        except ValueError as err:
-            click.echo(f"  {err}", err=True)
+            raw = sys.stdin.readline()
+        except KeyboardInterrupt:
+            self.interrupted = True
+            raw = ""
+        if not raw:  # Ctrl-D (or Ctrl-C): the report must start on a fresh line
+            click.echo(err=True)
+            raise EOFError
+        return raw
+
+    def _now(self) -> Diagnosis:
+        from .engine import diagnose
+
+        return diagnose(self.kb, self.matched, self.observations, {**self.facts, **self.answers})
+
+    def _show_top3(self, width: int) -> None:
+        from .report.terminal import hang, status_label
+
+        causes = [c for c in self._now().causes if c.status != "ruled-out"][:3]
+        click.echo(click.style("  Top causes so far:", dim=True), err=True)
+        for i, c in enumerate(causes, 1):
+            click.echo("\n".join(hang(f"    {i}. {status_label(c)} ", c.title, width, 7)), err=True)
 
 
 def _choose_symptom(candidates, weak: bool) -> list:
@@ -221,14 +279,15 @@ def ask(text: tuple[str, ...], answers: tuple[str, ...], probe_paths: tuple[str,
             _finish(Diagnosis(query=query), as_json, top, fail_on)
         _not_covered(query)
         sys.exit(0)
-    asker = (lambda q: _prompt_answer(kb, q)) if interactive else None
-    diag = diagnose(kb, {m.id: m.score for m in matches}, observations, facts, asker, query=query)
+    matched = {m.id: m.score for m in matches}
+    interview = Interview(kb, matched, observations, facts) if interactive else None
+    diag = diagnose(kb, matched, observations, facts, interview, max_questions=ASK_AT_MOST, query=query)
     if candidates:  # a guess is no diagnosis: list the candidates (weight 0, no causes) and say so
         listed = {s.id for s in diag.symptoms}
         diag.symptoms += [SymptomMatch(m.id, m.title, m.score, m.score, weight=0.0)
                           for m in candidates if m.id not in listed]
         diag.weak_match = True
-    _finish(diag, as_json, top, fail_on, all_fixes)
+    _finish(diag, as_json, top, fail_on, all_fixes, interrupted=bool(interview and interview.interrupted))
 
 
 def _symptoms_in_words(kb, query: str, interactive: bool) -> tuple[str, list, list]:
