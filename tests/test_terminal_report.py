@@ -133,3 +133,30 @@ def test_fail_on_through_the_command_line():
     assert run("probe", log, "--fail-on", "warning").exit_code == 1  # the spike's warnings
     assert run("probe", log).exit_code == 0
     assert run("ask", "--no-input", "loss went nan", "--fail-on", "bogus").exit_code == 2
+
+
+def test_slow_probe_phases_go_to_stderr_with_elapsed_time(art, monkeypatch):
+    """A real tiny GPT-2 folder: building, gradient flow and mask invariants each report their time
+    on a terminal's stderr; --json stdout stays one JSON object."""
+    monkeypatch.setattr(cli, "stderr_is_tty", lambda: True)
+    result = CliRunner().invoke(cli.main, ["probe", "--json", "--device", "cpu", str(art("gpt2-safetensors"))])
+    assert result.exit_code in (0, 1), result.output
+    json.loads(result.stdout)
+    for phase in ("building the model", "gradient flow", "mask invariants"):
+        assert re.search(rf"{phase} \.\.\. \d+\.\d s\n", result.stderr), result.stderr
+    assert "gradient flow" not in result.stdout
+
+
+def test_phases_are_silent_off_a_terminal(art):
+    result = CliRunner().invoke(cli.main, ["probe", "--device", "cpu", str(art("gpt2-safetensors"))])
+    assert "building the model" not in result.stderr + result.stdout
+
+
+def test_probe_context_phase_reports_start_and_end():
+    from troubleshoot.probes.context import ProbeContext
+
+    seen = []
+    ctx = ProbeContext([], on_phase=lambda name, elapsed: seen.append((name, elapsed)))
+    with pytest.raises(ValueError), ctx.phase("gradient flow"):
+        raise ValueError("the end is reported even when the step fails")
+    assert seen[0] == ("gradient flow", None) and seen[1][0] == "gradient flow" and seen[1][1] >= 0

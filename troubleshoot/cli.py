@@ -322,6 +322,20 @@ def _progress_line():
     return report
 
 
+def stderr_is_tty() -> bool:
+    return sys.stderr is not None and sys.stderr.isatty()
+
+
+def _phase_lines():
+    """Slow probe steps on stderr: 'building the model ...' while it runs, then its elapsed time."""
+    def report(name: str, elapsed: float | None) -> None:
+        if elapsed is None:
+            click.echo(f"\r\033[K{name} ...", nl=False, err=True)
+        else:
+            click.echo(f"\r\033[K{name} ... {elapsed:.1f} s", err=True)
+    return report
+
+
 @main.command()
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print one llmfix/diagnosis-v1 JSON object.")
@@ -342,9 +356,10 @@ def probe(paths: tuple[str, ...], as_json: bool, device: str, model_factory: str
         raise click.UsageError("give at least one PATH (checkpoint, log, batch) or --model-factory")
     kb = _kb()
     facts = _parse_answers(kb, answers)
-    progress = _progress_line() if sys.stderr.isatty() else None
-    observations = _run_probes(paths, device=device, static=static, forward=forward,
-                               model_factory=model_factory, progress=progress)
+    terminal = stderr_is_tty()
+    progress = _progress_line() if terminal else None
+    observations = _run_probes(paths, device=device, static=static, forward=forward, model_factory=model_factory,
+                               progress=progress, on_phase=_phase_lines() if terminal else None)
     if progress:
         click.echo("\r\033[K", nl=False, err=True)
     if plot:
