@@ -27,6 +27,27 @@ def clip(text: str, limit: int = 60) -> str:
     return text.encode("unicode_escape").decode("ascii") if not text.isprintable() else text
 
 
+def did_you_mean(word: str, known) -> str:
+    """' Did you mean 'x'?' for the closest known spelling, or ''."""
+    import difflib
+
+    close = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
+    return f" Did you mean '{close[0]}'?" if close else ""
+
+
+class Choice(click.Choice):
+    """click.Choice whose error suggests the closest value (``--device gpu`` -> 'cpu'?)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            return super().convert(value, param, ctx)
+        except click.BadParameter as err:
+            hint = did_you_mean(str(value), self.choices)
+            if not hint:
+                raise
+            raise click.BadParameter(f"{err.message}{hint}", ctx, param) from None
+
+
 class Failure(click.ClickException):
     """Exit 2 with one line; click prints it as 'Error: ...'."""
 
@@ -75,7 +96,7 @@ def exit_code(diag: Diagnosis, fail_on: str) -> int:
 
 def report_options(command):
     """--fixes and --fail-on, shared by ask and probe."""
-    command = click.option("--fail-on", type=click.Choice(["error", "warning", "never"]), default="error",
+    command = click.option("--fail-on", type=Choice(["error", "warning", "never"]), default="error",
                            show_default=True, help="What makes the exit status 1 (for CI).")(command)
     return click.option("--fixes", "all_fixes", is_flag=True,
                         help="Print the fix steps of every cause shown, not only confirmed / likely ones.")(command)
@@ -131,12 +152,13 @@ def _parse_answers(kb, answers: tuple[str, ...]) -> dict[str, Fact]:
             raise Failure(f"--answer {clip(item)}: expected FACT=VALUE, e.g. data.mask.binary=no")
         spec = kb.facts.get(name)
         if spec is None:
-            raise Failure(f"--answer {clip(item)}: unknown fact '{clip(name)}' (list them: llmfix kb list; "
-                          f"one: llmfix kb show FACT)")
+            raise Failure(f"--answer {clip(item)}: unknown fact '{clip(name)}'.{did_you_mean(name, kb.facts)} "
+                          f"(list them: llmfix kb list --facts)")
         try:
             out[name] = Fact(name, spec.parse(raw), "user")
         except ValueError as err:
-            raise Failure(f"--answer {clip(item)}: {err}") from None
+            hint = did_you_mean(raw.strip(), spec.choices) if spec.choices else ""
+            raise Failure(f"--answer {clip(item)}: {err}.{hint}".rstrip(".")) from None
     return out
 
 
@@ -339,7 +361,7 @@ def _phase_lines():
 @main.command()
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print one llmfix/diagnosis-v1 JSON object.")
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
+@click.option("--device", type=Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
 @click.option("--model-factory", metavar="MODULE:CALLABLE", help="Build the model with your code (module or file.py).")
 @click.option("--static", is_flag=True, help="Never run the model (no forward/backward probes).")
 @click.option("--forward", is_flag=True, help="Run model probes even above the documented size caps.")
@@ -376,24 +398,32 @@ def kb() -> None:
 
 
 @kb.command("list")
-def kb_list() -> None:
-    """Symptoms, their causes and fixes, with ids."""
-    from .report.kbview import listing
+@click.option("--facts", is_flag=True, help="List the facts that --answer FACT=VALUE accepts instead.")
+def kb_list(facts: bool) -> None:
+    """Symptoms, their causes and fixes, with ids (or the facts, with --facts)."""
+    from .report.kbview import fact_listing, listing
+    from .report.terminal import terminal_width
 
-    click.echo(listing(_kb()), nl=False)
+    base = _kb()
+    click.echo(fact_listing(base, terminal_width()) if facts else listing(base), nl=False)
 
 
 @kb.command("show")
 @click.argument("item_id")
-def kb_show(item_id: str) -> None:
-    """Show a symptom, cause, fix or fact by id."""
+@click.option("--answer", "-a", "answers", multiple=True, metavar="FACT=VALUE",
+              help="Compute the numbers in fix steps from what you know (repeatable).")
+def kb_show(item_id: str, answers: tuple[str, ...]) -> None:
+    """Show a symptom, cause, fix or fact by id; fix steps computed from --answer values."""
     from .report.kbview import show
+    from .report.terminal import terminal_width
 
     base = _kb()
     item = base.lookup(item_id)
     if item is None:
-        raise Failure(f"unknown id '{item_id}' (list them: llmfix kb list)")
-    click.echo(show(base, item), nl=False)
+        known = [*base.symptoms, *base.causes, *base.fixes, *base.facts]
+        raise Failure(f"unknown id '{clip(item_id)}'.{did_you_mean(item_id, known)} (list them: llmfix kb list)")
+    values = {name: fact.value for name, fact in _parse_answers(base, answers).items()}
+    click.echo(show(base, item, values, terminal_width()), nl=False)
 
 
 @kb.command("lint")
