@@ -293,7 +293,8 @@ def ask(text: tuple[str, ...], answers: tuple[str, ...], probe_paths: tuple[str,
     kb = _kb()
     query = " ".join(text).strip()
     facts = _parse_answers(kb, answers)
-    observations = _run_probes(probe_paths) if probe_paths else Observations()
+    on_phase = _phase_lines() if stderr_is_tty() else None
+    observations = _run_probes(probe_paths, on_phase=on_phase) if probe_paths else Observations()
     interactive = not no_input and stdin_is_tty()
     verdict, matches, candidates = _symptoms_in_words(kb, query, interactive)
     if verdict == "off-topic" and not observations.facts and not facts:
