@@ -186,10 +186,11 @@ class Interview:
         from .report.terminal import hang, terminal_width
 
         width = min(terminal_width(), 100)
+        now = self._now()
         if self.asked:
-            self._show_top3(width)
+            self._show_top3(now, width)
         self.asked += 1
-        total = min(ASK_AT_MOST, self.asked + len(self._now().questions) - 1)
+        total = min(ASK_AT_MOST, self.asked - 1 + len(now.questions))
         click.echo(click.style(f"\nQuestion {self.asked} of at most {max(total, self.asked)}"
                                "  (q to finish)", dim=True), err=True)
         for line in hang("? ", question.text, width):
@@ -235,10 +236,10 @@ class Interview:
 
         return diagnose(self.kb, self.matched, self.observations, {**self.facts, **self.answers})
 
-    def _show_top3(self, width: int) -> None:
+    def _show_top3(self, now: Diagnosis, width: int) -> None:
         from .report.terminal import hang, status_label
 
-        causes = [c for c in self._now().causes if c.status != "ruled-out"][:3]
+        causes = [c for c in now.causes if c.status != "ruled-out"][:3]
         click.echo(click.style("  Top causes so far:", dim=True), err=True)
         for i, c in enumerate(causes, 1):
             click.echo("\n".join(hang(f"    {i}. {status_label(c)} ", c.title, width, 7)), err=True)

@@ -6,6 +6,7 @@ this is only a view of it.
 Sample (``llmfix ask --no-input "loss went nan" --answer data.mask.binary=no``)::
 
     Symptom: nan-loss  Loss becomes NaN or Inf  (match 0.83; evidence 0.81)
+    Symptom: mask-error  Attention mask or label mask is wrong  (evidence 0.85)
 
     Causes, most likely first
       1. [confirmed 0.81] Attention mask is not binary (or is inverted)  nan-loss.invalid-mask
@@ -15,8 +16,9 @@ Sample (``llmfix ask --no-input "loss went nan" --answer data.mask.binary=no``):
     What to do
       1. Attention mask is not binary (or is inverted)
          why: prior 0.08 × 50 (data.mask.binary = False) → 0.81
+         the same fault as: mask-error.non-binary
          fix: Pass a 0/1 attention mask with 1 = keep
-           - Convert before calling the model: ...
+           - Check `torch.unique(batch['attention_mask'])`: it must be `tensor([0, 1])`, ...
 
 Lines wrap to the terminal width (``width``) with hanging indents. Colours use the terminal's own
 palette (red / yellow / cyan, bold and dim), never white text, so they read on light and dark
