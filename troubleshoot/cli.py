@@ -27,6 +27,27 @@ def clip(text: str, limit: int = 60) -> str:
     return text.encode("unicode_escape").decode("ascii") if not text.isprintable() else text
 
 
+def did_you_mean(word: str, known) -> str:
+    """' Did you mean 'x'?' for the closest known spelling, or ''."""
+    import difflib
+
+    close = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
+    return f" Did you mean '{close[0]}'?" if close else ""
+
+
+class Choice(click.Choice):
+    """click.Choice whose error suggests the closest value (``--device gpu`` -> 'cpu'?)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            return super().convert(value, param, ctx)
+        except click.BadParameter as err:
+            hint = did_you_mean(str(value), self.choices)
+            if not hint:
+                raise
+            raise click.BadParameter(f"{err.message}{hint}", ctx, param) from None
+
+
 class Failure(click.ClickException):
     """Exit 2 with one line; click prints it as 'Error: ...'."""
 
@@ -46,19 +67,44 @@ def stdin_is_tty() -> bool:
     return sys.stdin is not None and not sys.stdin.closed and sys.stdin.isatty()
 
 
-def _finish(diag: Diagnosis, as_json: bool, top: int, unusable: bool = False) -> None:
-    """Print and exit: 1 problem found, 0 nothing wrong, 2 when nothing usable was read at all."""
+def _finish(diag: Diagnosis, as_json: bool, top: int, fail_on: str = "error", all_fixes: bool = False,
+            interrupted: bool = False, unusable: bool = False) -> None:
+    """Print the report; exit with the --fail-on status, 130 after Ctrl-C (the partial report), or 2
+    when nothing usable was read at all."""
     if as_json:
         click.echo(json.dumps(diag.to_json(), ensure_ascii=False, indent=1))
     else:
         from .report.terminal import render
 
-        click.echo(render(diag, top=top), nl=False)
+        click.echo(render(diag, top=top, all_fixes=all_fixes), nl=False)
     if unusable and not diag.problem_found:
         click.echo("Error: nothing usable was read from the given paths "
                    "(see the findings for what to give instead)", err=True)
         sys.exit(2)
-    sys.exit(1 if diag.problem_found else 0)
+    sys.exit(130 if interrupted else exit_code(diag, fail_on))
+
+
+def exit_code(diag: Diagnosis, fail_on: str) -> int:
+    """1 when the report reaches the --fail-on threshold (DESIGN.md CLI contract), else 0.
+
+    ``error`` (the default): an error finding (a probe crash is one) or a confirmed cause;
+    ``warning``: a warning finding or a likely cause too; ``never``: always 0."""
+    if fail_on == "never":
+        return 0
+    if diag.problem_found:
+        return 1
+    if fail_on == "warning":
+        warned = any(f.severity == "warning" for f in diag.findings)
+        return 1 if warned or any(c.status == "likely" for c in diag.causes) else 0
+    return 0
+
+
+def report_options(command):
+    """--fixes and --fail-on, shared by ask and probe."""
+    command = click.option("--fail-on", type=Choice(["error", "warning", "never"]), default="error",
+                           show_default=True, help="What makes the exit status 1 (for CI).")(command)
+    return click.option("--fixes", "all_fixes", is_flag=True,
+                        help="Print the fix steps of every cause shown, not only confirmed / likely ones.")(command)
 
 
 class _Group(click.Group):
@@ -111,39 +157,97 @@ def _parse_answers(kb, answers: tuple[str, ...]) -> dict[str, Fact]:
             raise Failure(f"--answer {clip(item)}: expected FACT=VALUE, e.g. data.mask.binary=no")
         spec = kb.facts.get(name)
         if spec is None:
-            raise Failure(f"--answer {clip(item)}: unknown fact '{clip(name)}' (list them: llmfix kb list; "
-                          f"one: llmfix kb show FACT)")
+            raise Failure(f"--answer {clip(item)}: unknown fact '{clip(name)}'.{did_you_mean(name, kb.facts)} "
+                          f"(list them: llmfix kb list --facts)")
         try:
             out[name] = Fact(name, spec.parse(raw), "user")
         except ValueError as err:
-            raise Failure(f"--answer {clip(item)}: {err}") from None
+            hint = did_you_mean(raw.strip(), spec.choices) if spec.choices else ""
+            raise Failure(f"--answer {clip(item)}: {err}.{hint}".rstrip(".")) from None
     return out
 
 
-def _prompt_answer(kb, question: Question) -> Any:
-    """Ask one question on the terminal (stderr, so --json stdout stays clean)."""
-    spec = kb.facts[question.fact]
-    click.echo(click.style(f"\n? {question.text}", bold=True), err=True)
-    if question.how:
-        click.echo(f"  how: {question.how.strip()}", err=True)
-    if question.probe:
-        click.echo(f"  or let llmfix measure it: {question.probe}", err=True)
-    if spec.choices:
-        click.echo("  " + "  ".join(f"{i}) {c}" for i, c in enumerate(spec.choices, 1)), err=True)
-    hint = {"bool": "[y]es / [n]o / [?] don't know", "number": "a number, or ? if unknown",
-            "choice": "a number or name, or ?", "text": "text, or ?"}[spec.type]
-    while True:
-        click.echo(f"  ({hint}) > ", nl=False, err=True)
-        raw = sys.stdin.readline()
-        if not raw:
-            raise EOFError
-        raw = raw.strip()
-        if raw in ("?", "", "dk", "don't know", "dont know", "不知道", "unknown"):
-            return None
+ASK_AT_MOST = 12  # questions in one interactive session (engine.diagnose's max_questions)
+DONT_KNOW = ("?", "", "dk", "don't know", "dont know", "不知道", "unknown")
+FINISH = ("q", "quit", "exit", "done")
+ANSWER_HINT = {"bool": "[y]es / [n]o / [?] don't know", "number": "a number, or ? if unknown",
+               "choice": "a number or name, or ?", "text": "text, or ?"}
+
+
+class Interview:
+    """The interactive asker for engine.diagnose: one question at a time on stderr (so --json stdout
+    stays clean), with 'question k of at most n' and the running top 3 after each answer.
+
+    ``q`` or Ctrl-D finish with the ranking so far (EOFError stops the engine's loop); Ctrl-C does
+    the same and sets ``interrupted`` so that the command exits 130 after printing the report."""
+
+    def __init__(self, kb, matched: dict[str, float], observations: Observations, facts: dict[str, Fact]):
+        self.kb, self.matched, self.observations, self.facts = kb, matched, observations, facts
+        self.answers: dict[str, Fact] = {}
+        self.asked = 0
+        self.interrupted = False
+
+    def __call__(self, question: Question) -> Any:
+        from .report.terminal import hang, terminal_width
+
+        width = min(terminal_width(), 100)
+        now = self._now()
+        if self.asked:
+            self._show_top3(now, width)
+        self.asked += 1
+        total = min(ASK_AT_MOST, self.asked - 1 + len(now.questions))
+        click.echo(click.style(f"\nQuestion {self.asked} of at most {max(total, self.asked)}"
+                               "  (q to finish)", dim=True), err=True)
+        for line in hang("? ", question.text, width):
+            click.echo(click.style(line, bold=True), err=True)
+        if question.how:
+            click.echo("\n".join(hang("  how: ", " ".join(question.how.split()), width)), err=True)
+        if question.probe:
+            click.echo(f"  or let llmfix measure it: {question.probe}", err=True)
+        value = self._read(self.kb.facts[question.fact])
+        if value is not None:
+            self.answers[question.fact] = Fact(question.fact, value, "user")
+        return value
+
+    def _read(self, spec) -> Any:
+        if spec.choices:
+            click.echo("  " + "  ".join(f"{i}) {c}" for i, c in enumerate(spec.choices, 1)), err=True)
+        while True:
+            raw = self._line(f"  ({ANSWER_HINT[spec.type]}, q to finish) > ").strip()
+            if raw.lower() in FINISH:
+                raise EOFError
+            if raw.lower() in DONT_KNOW:
+                return None
+            try:
+                return spec.parse(raw)
+            except ValueError as err:  # the message without the internal fact id
+                words = str(err).removeprefix(f"{spec.name}: ").removeprefix(f"{spec.name} ")
+                click.echo(f"  That answer {words}; ? if you do not know, q to finish.", err=True)
+
+    def _line(self, prompt: str) -> str:
+        click.echo(prompt, nl=False, err=True)
         try:
-            return spec.parse(raw)
-        except ValueError as err:
-            click.echo(f"  {err}", err=True)
+            raw = sys.stdin.readline()
+        except KeyboardInterrupt:
+            self.interrupted = True
+            raw = ""
+        if not raw:  # Ctrl-D (or Ctrl-C): the report must start on a fresh line
+            click.echo(err=True)
+            raise EOFError
+        return raw
+
+    def _now(self) -> Diagnosis:
+        from .engine import diagnose
+
+        return diagnose(self.kb, self.matched, self.observations, {**self.facts, **self.answers})
+
+    def _show_top3(self, now: Diagnosis, width: int) -> None:
+        from .report.terminal import hang, status_label
+
+        causes = [c for c in now.causes if c.status != "ruled-out"][:3]
+        click.echo(click.style("  Top causes so far:", dim=True), err=True)
+        for i, c in enumerate(causes, 1):
+            click.echo("\n".join(hang(f"    {i}. {status_label(c)} ", c.title, width, 7)), err=True)
 
 
 def _choose_symptom(candidates, weak: bool) -> list:
@@ -185,8 +289,9 @@ def _run_probes(paths: tuple[str, ...], **switches: Any) -> Observations:
 @click.option("--no-input", is_flag=True, help="Never prompt; rank with what is known and list open questions.")
 @click.option("--json", "as_json", is_flag=True, help="Print one llmfix/diagnosis-v1 JSON object.")
 @click.option("--top", default=5, show_default=True, type=click.IntRange(1), help="Causes to show.")
+@report_options
 def ask(text: tuple[str, ...], answers: tuple[str, ...], probe_paths: tuple[str, ...], no_input: bool,
-        as_json: bool, top: int) -> None:
+        as_json: bool, top: int, all_fixes: bool, fail_on: str) -> None:
     """Diagnose from a description, e.g.  llmfix ask "loss went nan"."""
     from .diagnosis import SymptomMatch
     from .engine import diagnose
@@ -196,23 +301,25 @@ def ask(text: tuple[str, ...], answers: tuple[str, ...], probe_paths: tuple[str,
     facts = _parse_answers(kb, answers)
     from .evidence import from_text
 
-    probed = _run_probes(probe_paths) if probe_paths else Observations()
+    on_phase = _phase_lines() if stderr_is_tty() else None
+    probed = _run_probes(probe_paths, on_phase=on_phase) if probe_paths else Observations()
     observations = from_text(kb, query).merge(probed)  # text < probes < answers
     interactive = not no_input and stdin_is_tty()
     verdict, matches, candidates = _symptoms_in_words(kb, query, interactive)
     if verdict == "off-topic" and not observations.facts and not facts:
         if as_json:
-            _finish(Diagnosis(query=query), as_json, top)
+            _finish(Diagnosis(query=query), as_json, top, fail_on)
         _not_covered(query)
         sys.exit(0)
-    asker = (lambda q: _prompt_answer(kb, q)) if interactive else None
-    diag = diagnose(kb, {m.id: m.score for m in matches}, observations, facts, asker, query=query)
+    matched = {m.id: m.score for m in matches}
+    interview = Interview(kb, matched, observations, facts) if interactive else None
+    diag = diagnose(kb, matched, observations, facts, interview, max_questions=ASK_AT_MOST, query=query)
     if candidates:  # a guess is no diagnosis: list the candidates (weight 0, no causes) and say so
         listed = {s.id for s in diag.symptoms}
         diag.symptoms += [SymptomMatch(m.id, m.title, m.score, m.score, weight=0.0)
                           for m in candidates if m.id not in listed]
         diag.weak_match = True
-    _finish(diag, as_json, top)
+    _finish(diag, as_json, top, fail_on, all_fixes, interrupted=bool(interview and interview.interrupted))
 
 
 def _symptoms_in_words(kb, query: str, interactive: bool) -> tuple[str, list, list]:
@@ -247,18 +354,33 @@ def _progress_line():
     return report
 
 
+def stderr_is_tty() -> bool:
+    return sys.stderr is not None and sys.stderr.isatty()
+
+
+def _phase_lines():
+    """Slow probe steps on stderr: 'building the model ...' while it runs, then its elapsed time."""
+    def report(name: str, elapsed: float | None) -> None:
+        if elapsed is None:
+            click.echo(f"\r\033[K{name} ...", nl=False, err=True)
+        else:
+            click.echo(f"\r\033[K{name} ... {elapsed:.1f} s", err=True)
+    return report
+
+
 @main.command()
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print one llmfix/diagnosis-v1 JSON object.")
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
+@click.option("--device", type=Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
 @click.option("--model-factory", metavar="MODULE:CALLABLE", help="Build the model with your code (module or file.py).")
 @click.option("--static", is_flag=True, help="Never run the model (no forward/backward probes).")
 @click.option("--forward", is_flag=True, help="Run model probes even above the documented size caps.")
 @click.option("--plot", type=click.Path(dir_okay=False), help="Draw the training curves with events to this PNG.")
 @click.option("--answer", "-a", "answers", multiple=True, metavar="FACT=VALUE", help="Add what you know (repeatable).")
-@click.option("--top", default=5, show_default=True, type=click.IntRange(1))
+@click.option("--top", default=5, show_default=True, type=click.IntRange(1), help="Causes to show.")
+@report_options
 def probe(paths: tuple[str, ...], as_json: bool, device: str, model_factory: str | None, static: bool,
-          forward: bool, plot: str | None, answers: tuple[str, ...], top: int) -> None:
+          forward: bool, plot: str | None, answers: tuple[str, ...], top: int, all_fixes: bool, fail_on: str) -> None:
     """Probe checkpoints, training logs and data batches; rank causes from what they show."""
     from .engine import diagnose
 
@@ -266,9 +388,10 @@ def probe(paths: tuple[str, ...], as_json: bool, device: str, model_factory: str
         raise click.UsageError("give at least one PATH (checkpoint, log, batch) or --model-factory")
     kb = _kb()
     facts = _parse_answers(kb, answers)
-    progress = _progress_line() if sys.stderr.isatty() else None
-    observations = _run_probes(paths, device=device, static=static, forward=forward,
-                               model_factory=model_factory, progress=progress)
+    terminal = stderr_is_tty()
+    progress = _progress_line() if terminal else None
+    observations = _run_probes(paths, device=device, static=static, forward=forward, model_factory=model_factory,
+                               progress=progress, on_phase=_phase_lines() if terminal else None)
     if progress:
         click.echo("\r\033[K", nl=False, err=True)
     if plot:
@@ -277,8 +400,8 @@ def probe(paths: tuple[str, ...], as_json: bool, device: str, model_factory: str
         observations.findings += write_plots(observations.attachments, plot)
     unusable = {f.where for f in observations.findings if f.id == "input.nothing_usable"}
     if unusable and unusable >= {a.path for a in observations.artifacts} and not facts:
-        _finish(diagnose(kb, {}, observations, facts), as_json, top, unusable=True)
-    _finish(diagnose(kb, {}, observations, facts), as_json, top)
+        _finish(diagnose(kb, {}, observations, facts), as_json, top, fail_on, all_fixes, unusable=True)
+    _finish(diagnose(kb, {}, observations, facts), as_json, top, fail_on, all_fixes)
 
 
 # --------------------------------------------------------------------------- kb
@@ -288,24 +411,32 @@ def kb() -> None:
 
 
 @kb.command("list")
-def kb_list() -> None:
-    """Symptoms, their causes and fixes, with ids."""
-    from .report.kbview import listing
+@click.option("--facts", is_flag=True, help="List the facts that --answer FACT=VALUE accepts instead.")
+def kb_list(facts: bool) -> None:
+    """Symptoms, their causes and fixes, with ids (or the facts, with --facts)."""
+    from .report.kbview import fact_listing, listing
+    from .report.terminal import terminal_width
 
-    click.echo(listing(_kb()), nl=False)
+    base = _kb()
+    click.echo(fact_listing(base, terminal_width()) if facts else listing(base), nl=False)
 
 
 @kb.command("show")
 @click.argument("item_id")
-def kb_show(item_id: str) -> None:
-    """Show a symptom, cause, fix or fact by id."""
+@click.option("--answer", "-a", "answers", multiple=True, metavar="FACT=VALUE",
+              help="Compute the numbers in fix steps from what you know (repeatable).")
+def kb_show(item_id: str, answers: tuple[str, ...]) -> None:
+    """Show a symptom, cause, fix or fact by id; fix steps computed from --answer values."""
     from .report.kbview import show
+    from .report.terminal import terminal_width
 
     base = _kb()
     item = base.lookup(item_id)
     if item is None:
-        raise Failure(f"unknown id '{item_id}' (list them: llmfix kb list)")
-    click.echo(show(base, item), nl=False)
+        known = [*base.symptoms, *base.causes, *base.fixes, *base.facts]
+        raise Failure(f"unknown id '{clip(item_id)}'.{did_you_mean(item_id, known)} (list them: llmfix kb list)")
+    values = {name: fact.value for name, fact in _parse_answers(base, answers).items()}
+    click.echo(show(base, item, values, terminal_width()), nl=False)
 
 
 @kb.command("new")

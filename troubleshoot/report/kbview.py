@@ -1,9 +1,20 @@
-"""`llmfix kb list` and `llmfix kb show ID`: the knowledge base read in the terminal."""
+"""`llmfix kb list` and `llmfix kb show ID`: the knowledge base read in the terminal.
+
+Fix steps are templates: ``show`` fills them from the user's ``--answer`` values (``{{ sqrt(2/(5*
+model.hidden_size)) :.5f }}`` becomes 0.00587 at hidden size 11600) and otherwise shows a
+placeholder and the answer that would fill it. Prose is Markdown, rendered for the terminal.
+"""
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 import click
 
+from ..knowledge.expr import placeholder, render_template
 from ..knowledge.model import Article, Cause, FactSpec, FindingSpec, Fix, KnowledgeBase, Symptom
+from .markdown import to_terminal
+from .terminal import hang
 
 
 def listing(kb: KnowledgeBase) -> str:
@@ -14,27 +25,40 @@ def listing(kb: KnowledgeBase) -> str:
             lines.append(f"  {c.id}  {c.title}")
             lines += [f"      {fid}" for fid in c.fixes]
     lines.append(f"\n{len(kb.symptoms)} symptoms, {len(kb.causes)} causes, {len(kb.fixes)} fixes, "
-                 f"{len(kb.facts)} facts, {len(kb.findings)} probe findings. Show one: llmfix kb show ID")
+                 f"{len(kb.facts)} facts (llmfix kb list --facts), {len(kb.findings)} probe findings. "
+                 "Show one: llmfix kb show ID")
     return "\n".join(lines) + "\n"
 
 
-def show(kb: KnowledgeBase, item: object) -> str:
+def fact_listing(kb: KnowledgeBase, width: int) -> str:
+    """Every fact a user can give with --answer FACT=VALUE: its name, the values it takes, what it is."""
+    lines = []
+    for spec in sorted(kb.facts.values(), key=lambda f: f.name):
+        lines += hang(click.style(spec.name, bold=True) + f"  ({value_hint(spec)})  ", spec.description, width, 4)
+    lines.append(f"\n{len(kb.facts)} facts. Give one: --answer FACT=VALUE; more: llmfix kb show FACT")
+    return "\n".join(lines) + "\n"
+
+
+def value_hint(spec: FactSpec) -> str:
+    hint = {"bool": "yes|no", "number": "number", "text": "text"}.get(spec.type, "|".join(spec.choices))
+    return f"{hint}, {spec.unit}" if spec.unit else hint
+
+
+def show(kb: KnowledgeBase, item: object, values: Mapping[str, Any] | None = None, width: int = 100) -> str:
+    """One item; fix templates computed from ``values`` (the --answer facts)."""
+    values = values or {}
     if isinstance(item, Symptom):
-        return _symptom(kb, item)
+        return _symptom(kb, item, width)
     if isinstance(item, Cause):
-        return _cause(kb, item)
+        return _cause(kb, item, values, width)
     if isinstance(item, Fix):
-        return _fix(item)
+        return "\n".join(_fix(item, values, width)) + "\n"
     if isinstance(item, FactSpec):
-        checks = kb.checks_for(item.name)
-        asked = "".join(f"\n  asked by {c.symptom}: {c.ask}" for c in checks)
-        also = "\n" + _finding(kb.findings[item.name]) if item.name in kb.findings else ""
-        kind = f"{item.type}{': ' + ', '.join(item.choices) if item.choices else ''}"
-        return f"{item.name}  ({kind})\n  {item.description}{asked}\n{also}"
+        return _fact(kb, item, width)
     if isinstance(item, FindingSpec):
         return _finding(item)
     if isinstance(item, Article):
-        return _markdown(item.body)
+        return to_terminal(item.body, width)
     raise TypeError(item)
 
 
@@ -42,42 +66,49 @@ def _finding(f: FindingSpec) -> str:
     return f"{click.style(f'{f.id}: {f.title}', bold=True)}  (a probe finding)\n  {f.explanation}\n"
 
 
-def _symptom(kb: KnowledgeBase, s: Symptom) -> str:
-    head = [click.style(f"{s.id}: {s.title}", bold=True), s.summary, "",
-            "Causes: " + ", ".join(c.id for c in s.causes), ""]
+def _symptom(kb: KnowledgeBase, s: Symptom, width: int) -> str:
+    head = [click.style(f"{s.id}: {s.title}", bold=True), *hang("", s.summary, width), "",
+            *hang("Causes: ", ", ".join(c.id for c in s.causes), width), ""]
     article = kb.articles.get(s.id)
-    return "\n".join(head) + (_markdown(article.body) if article else "")
+    return "\n".join(head) + "\n" + (to_terminal(article.body, width) if article else "")
 
 
-def _cause(kb: KnowledgeBase, c: Cause) -> str:
+def _cause(kb: KnowledgeBase, c: Cause, values: Mapping[str, Any], width: int) -> str:
     lines = [click.style(f"{c.id}: {c.title}", bold=True), f"symptom: {c.symptom}   prior: {c.prior}", ""]
     if c.summary:
-        lines += [c.summary.strip(), ""]
+        lines += [to_terminal(c.summary, width).rstrip("\n"), ""]
     lines.append("Evidence (likelihood ratio if it holds / if not):")
     lines += [f"  {e.when.source}   ×{e.lr:g} / ×{e.else_lr:g}" + ("  (confirms)" if e.confirms else "")
               for e in c.evidence]
     if c.not_this_when:
-        lines += ["", f"Not this when: {c.not_this_when.strip()}"]
+        lines += ["", *hang("Not this when: ", " ".join(c.not_this_when.split()), width, 2)]
     lines += ["", "Fixes:"]
     for fid in c.fixes:
         if fid in kb.fixes:
-            lines.append(_fix(kb.fixes[fid], indent="  "))
-    lines.append(f"Sources: {'; '.join(c.sources)}")
+            lines += _fix(kb.fixes[fid], values, width, indent="  ") + [""]
+    lines += hang("Sources: ", "; ".join(c.sources), width, 2)
     return "\n".join(lines) + "\n"
 
 
-def _fix(f: Fix, indent: str = "") -> str:
+def _fix(f: Fix, values: Mapping[str, Any], width: int, indent: str = "") -> list[str]:
     lines = [click.style(f"{indent}{f.id}: {f.title}", bold=True)]
-    lines += [f"{indent}  - {step}" for step in f.steps]
+    needs: set[str] = set()
+    for step in f.steps:
+        text, missing = render_template(step, values)
+        needs |= missing
+        lines += hang(f"{indent}  - ", text, width)
+    if needs:
+        fill = ", ".join(f"{placeholder(n)}: --answer {n}=VALUE" for n in sorted(needs))
+        lines += hang(f"{indent}  ", f"(to compute {fill})", width)
     for attempt in f.did_not_work:
-        lines.append(f"{indent}  did not work: {attempt.text} ({'; '.join(attempt.sources)})")
-    lines.append(f"{indent}  sources: {'; '.join(f.sources)}")
+        lines += hang(f"{indent}  did not work: ", f"{attempt.text} ({'; '.join(attempt.sources)})", width)
+    lines += hang(f"{indent}  sources: ", "; ".join(f.sources), width)
+    return lines
+
+
+def _fact(kb: KnowledgeBase, spec: FactSpec, width: int) -> str:
+    lines = [click.style(spec.name, bold=True) + f"  ({value_hint(spec)})", *hang("  ", spec.description, width)]
+    for check in kb.checks_for(spec.name):
+        lines += hang(f"  asked by {check.symptom}: ", check.ask, width)
+    lines.append(f"  give it: --answer {spec.name}=VALUE")
     return "\n".join(lines) + "\n"
-
-
-def _markdown(body: str) -> str:
-    """Markdown as terminal text: headings bold, everything else as written (it is plain text)."""
-    out = []
-    for line in body.splitlines():
-        out.append(click.style(line.lstrip("# "), bold=True, underline=True) if line.startswith("#") else line)
-    return "\n".join(out) + "\n"

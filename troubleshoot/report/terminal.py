@@ -1,82 +1,137 @@
-"""Render a Diagnosis for the terminal: findings one per line, then ranked causes with why and fixes.
+"""Render a Diagnosis for the terminal, answer first: the ranking (one line per cause), then what
+to ask next while nothing is confirmed, then fix steps for the confirmed and likely causes (each
+fix once), then the evidence from the artifacts. The JSON (Diagnosis.to_json) stays complete:
+this is only a view of it.
 
 Sample (``llmfix ask --no-input "loss went nan" --answer data.mask.binary=no``)::
 
     Symptom: nan-loss  Loss becomes NaN or Inf  (match 0.83; evidence 0.81)
     Symptom: mask-error  Attention mask or label mask is wrong  (evidence 0.85)
 
-    1. nan-loss.invalid-mask  Attention mask is not binary (or is inverted)  [confirmed 0.81]
-       why: prior 0.08 × 50 (data.mask.binary = False) → 0.81
-            A mask value other than 0/1 reaches the model. (data.mask.binary from user)
-       fix: Pass a 0/1 attention mask with 1 = keep
-         - Convert before calling the model: `attention_mask = (attention_mask > 0).long()`; ...
+    Causes, most likely first
+      1. [confirmed 0.81] Attention mask is not binary (or is inverted)  nan-loss.invalid-mask
+           A mask value other than 0/1 reaches the model. (data.mask.binary = False, from user)
+      2. [untested 0.18] Learning rate too high for this model and batch  nan-loss.lr-too-high
     ...
-    5. nan-loss.lr-too-high  Learning rate too high for this model and batch  [untested 0.18]
-       why: prior 0.18 → 0.18  (untested: no evidence yet)
-       fix: Lower the learning rate step by step (and warm up)
-         - Divide the learning rate by 5 ...: `<LR>/5`; ...
-         (to fill in <LR>: --answer train.lr=VALUE)
-    More: llmfix kb show nan-loss.invalid-mask
+    What to do
+      1. Attention mask is not binary (or is inverted)
+         why: prior 0.08 × 50 (data.mask.binary = False) → 0.81
+         the same fault as: mask-error.non-binary
+         fix: Pass a 0/1 attention mask with 1 = keep
+           - Check `torch.unique(batch['attention_mask'])`: it must be `tensor([0, 1])`, ...
 
-A cause still at its prior says ``untested``; only causes that evidence took below 0.05 are listed
-under "Ruled out" (docs/knowledge-format.md).
+Lines wrap to the terminal width (``width``) with hanging indents. Colours use the terminal's own
+palette (red / yellow / cyan, bold and dim), never white text, so they read on light and dark
+themes; click drops them when stdout is no terminal or NO_COLOR is set (cli.main).
 """
 from __future__ import annotations
 
+import math
+import shutil
+
 import click
 
-from ..diagnosis import Diagnosis, RankedCause, SymptomMatch
+from ..diagnosis import Diagnosis, EvidenceLine, Question, RankedCause, SymptomMatch
+from ..observations import Finding
 from .timeline import timeline_lines
 
-STATUS_COLOUR = {"confirmed": "red", "likely": "yellow", "possible": "white", "untested": "white",
-                 "ruled-out": "bright_black"}
-SEVERITY_COLOUR = {"error": "red", "warning": "yellow", "info": "bright_black"}
+STATUS_STYLE = {"confirmed": {"fg": "red", "bold": True}, "likely": {"fg": "yellow", "bold": True},
+                "possible": {"fg": "cyan"}, "untested": {"dim": True}, "ruled-out": {"dim": True}}
+SEVERITY_STYLE = {"error": {"fg": "red", "bold": True}, "warning": {"fg": "yellow"}, "info": {"dim": True}}
+ACTIONABLE = ("confirmed", "likely")  # causes whose fix steps are printed without --fixes
+DEFAULT_WIDTH = 100
 
 
-def render(diag: Diagnosis, top: int = 5, fixes_per_cause: int = 2) -> str:
-    lines: list[str] = []
-    if diag.artifacts:
-        lines.append(click.style("Artifacts", bold=True))
-        lines += [f"  {a.kind:<20} {a.path}" + (f"  ({a.detail})" if a.detail else "") for a in diag.artifacts]
-        lines.append("")
-    if diag.findings:
-        lines.append(click.style("Findings", bold=True))
-        width = min(max(len(f.where) for f in diag.findings), 40)
-        for f in diag.findings:
-            sev = click.style(f"{f.severity:<7}", fg=SEVERITY_COLOUR[f.severity])
-            lines.append(f"  {sev} {f.where:<{width}}  {f.id}  {f.message}")
-        lines.append("")
-    lines += [f"  {row}" if row else row for row in timeline_lines(diag.attachments)]
-    if diag.weak_match:
-        lines.append("The match is weak: your words fit no symptom well. Closest candidates "
-                     "(describe what you see in other words, e.g. the log line or error):")
-    for s in diag.symptoms[:3]:
-        lines.append(click.style(f"Symptom: {s.id}", bold=True) + f"  {s.title}  ({_basis(s)})")
-    if diag.symptoms:
-        lines.append("")
+def terminal_width() -> int:
+    """COLUMNS, else the terminal's width, else 100 (a pipe or a file); never below 40."""
+    return max(40, shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns)
+
+
+def hang(head: str, text: str, width: int, indent: int | None = None) -> list[str]:
+    """``head`` (may be styled) followed by ``text`` wrapped on spaces to ``width``; continuation
+    lines are indented by ``indent`` (default: the visible width of ``head``). Styles in ``text``
+    do not count towards the width; a word longer than a line stays whole."""
+    lead = len(click.unstyle(head))
+    indent = lead if indent is None else indent
+    lines, line, used, empty = [], head, lead, True
+    for word in text.split(" "):  # split on single spaces: a double space stays one
+        size = len(click.unstyle(word))
+        if empty and not word:
+            continue
+        if not empty and used + 1 + size > width:
+            lines.append(line.rstrip())
+            line, used, empty = " " * indent, indent, True
+        line, used, empty = line + ("" if empty else " ") + word, used + size + (0 if empty else 1), False
+    return lines + [line]
+
+
+def render(diag: Diagnosis, top: int = 5, fixes_per_cause: int = 1, all_fixes: bool = False,
+           width: int | None = None) -> str:
+    width = width or terminal_width()
     shown = [c for c in diag.causes if c.status != "ruled-out"][:top]
-    for i, cause in enumerate(shown, 1):
-        lines += _cause(i, cause, fixes_per_cause)
-    ruled_out = [c.id for c in diag.causes if c.status == "ruled-out"]
-    if ruled_out:
-        lines.append(click.style(f"Ruled out: {', '.join(ruled_out)}", fg="bright_black"))
-        lines.append("")
-    if diag.questions:
-        lines.append(click.style("Questions that would sharpen this", bold=True)
-                     + " (answer with --answer FACT=VALUE):")
-        for q in diag.questions[:5]:
-            hint = f"  [{'/'.join(q.choices)}]" if q.choices else f"  [{q.type}]"
-            lines.append(f"  {q.fact}{hint}  {q.text}" + (f"  (or: {q.probe})" if q.probe else ""))
-        lines.append("")
+    lines: list[str] = []
+    lines += _symptoms(diag, width)
+    lines += _ranking(diag, shown, width)
+    confirmed = any(c.status == "confirmed" for c in shown)
+    if diag.questions and not confirmed:
+        lines += _questions(diag.questions[:5], width, "Nothing is confirmed yet. ")
+    lines += _fixes(shown, fixes_per_cause, all_fixes, width)
+    if diag.questions and confirmed:
+        lines += _questions(diag.questions[:3], width)
+    lines += _evidence(diag, width)
     if shown:
         lines.append(f"More: llmfix kb show {shown[0].id}")
     elif any(f.id == "input.nothing_usable" for f in diag.findings) and not diag.symptoms:
         lines.append(click.style("Nothing usable was read from some of these artifacts (see the findings): "
                                  "no conclusion either way.", fg="yellow"))
     elif diag.artifacts and not diag.symptoms and not diag.problem_found:
-        lines.append(click.style("Nothing wrong found in these artifacts.", fg="green")
-                     + ' If training still misbehaves, describe it: llmfix ask "..." --probe PATH')
+        lines += hang(click.style("Nothing wrong found in these artifacts.", fg="green"),
+                      ' If training still misbehaves, describe it: llmfix ask "..." --probe PATH', width, 2)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def status_label(cause: RankedCause) -> str:
+    return click.style(f"[{cause.status} {cause.score:.2f}]", **STATUS_STYLE[cause.status])
+
+
+def cause_line(rank: int, cause: RankedCause, width: int) -> list[str]:
+    """'  1. [likely 0.64] Title  id' and, below it, the strongest evidence for it."""
+    head = f"  {rank}. " + status_label(cause) + " "
+    lines = hang(head, f"{cause.title}  {click.style(cause.id, dim=True)}", width, 5)
+    strongest = strongest_evidence(cause)
+    if strongest:
+        lines += hang("       ", strongest, width)
+    return lines
+
+
+def strongest_evidence(cause: RankedCause) -> str:
+    """The factor that moved the cause most, in words; '' while nothing moved it."""
+    moving = [e for e in cause.evidence if e.factor != 1]
+    if not moving:
+        return ""
+    best = max(moving, key=lambda e: (abs(math.log(e.factor)), e.holds))
+    return _evidence_words(best)
+
+
+def _evidence_words(e: EvidenceLine) -> str:
+    fact = f"{e.fact} = {_value(e.value)}, from {e.source}"
+    direction = "for" if e.factor > 1 else "against"
+    return f"{e.says} ({fact})" if e.says else f"{direction} it: {fact} (×{e.factor:g})"
+
+
+def _value(value: object) -> str:
+    text = str(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _symptoms(diag: Diagnosis, width: int) -> list[str]:
+    lines = []
+    if diag.weak_match:
+        lines += hang("", "The match is weak: your words fit no symptom well. Closest candidates "
+                          "(describe what you see in other words, e.g. the log line or error):", width)
+    for s in diag.symptoms[:3]:
+        lines += hang(click.style(f"Symptom: {s.id}", bold=True) + "  ", f"{s.title}  ({_basis(s)})", width, 2)
+    return lines + [""] if lines else []
 
 
 def _basis(s: SymptomMatch) -> str:
@@ -89,25 +144,89 @@ def _basis(s: SymptomMatch) -> str:
     return "; ".join(p for p in parts if p)
 
 
-def _cause(rank: int, cause: RankedCause, fixes_per_cause: int) -> list[str]:
-    label = click.style(f"[{cause.status} {cause.score:.2f}]", fg=STATUS_COLOUR[cause.status])
-    why = cause.explain() + ("  (untested: no evidence yet)" if cause.status == "untested" else "")
-    lines = [click.style(f"{rank}. {cause.id}", bold=True) + f"  {cause.title}  {label}",
-             f"   why: {why}"]
-    if cause.same_fault:
-        lines.append(f"   the same fault as: {', '.join(cause.same_fault)}")
-    said = set()
-    for ev in cause.evidence:
-        if ev.holds and ev.says and ev.condition not in said:
-            said.add(ev.condition)
-            lines.append(f"        {ev.says} ({ev.fact} from {ev.source})")
-    for fix in cause.fixes[:fixes_per_cause]:
-        lines.append(f"   fix: {fix.title}")
-        lines += [f"     - {step}" for step in fix.steps]
-        if fix.needs:
-            fill = ", ".join(f"{fix.placeholders.get(f, f)}: --answer {f}=VALUE" for f in fix.needs)
-            lines.append(f"     (to fill in {fill})")
-        lines.append(click.style(f"     sources: {'; '.join(fix.sources)}", fg="bright_black"))
-    if len(cause.fixes) > fixes_per_cause:
-        lines.append(f"   (+{len(cause.fixes) - fixes_per_cause} more fixes: llmfix kb show {cause.id})")
+def _ranking(diag: Diagnosis, shown: list[RankedCause], width: int) -> list[str]:
+    lines = []
+    if shown:
+        lines.append(click.style("Causes, most likely first", bold=True))
+        for i, cause in enumerate(shown, 1):
+            lines += cause_line(i, cause, width)
+    ruled_out = [c.id for c in diag.causes if c.status == "ruled-out"]
+    if ruled_out:
+        lines += [click.style(line, dim=True) for line in hang("Ruled out: ", ", ".join(ruled_out), width, 2)]
+    return lines + [""] if lines else []
+
+
+def _questions(questions: list[Question], width: int, lead: str = "") -> list[str]:
+    lines = [click.style(f"{lead}Questions that would sharpen this:", bold=True)]
+    for q in questions:
+        lines += hang("  ? ", q.text, width)
+        answer = f"--answer {q.fact}={answer_hint(q)}"
+        lines += hang("      ", answer + (f"   or measure it: {q.probe}" if q.probe else ""), width)
     return lines + [""]
+
+
+def answer_hint(q: Question) -> str:
+    return {"bool": "yes|no", "number": "NUMBER", "text": "TEXT"}.get(q.type, "|".join(q.choices))
+
+
+def _fixes(shown: list[RankedCause], per_cause: int, all_fixes: bool, width: int) -> list[str]:
+    """Fix steps for the confirmed and likely causes (every shown cause with --fixes); a fix two
+    causes share is printed under the first and referenced under the second."""
+    chosen = [(i, c) for i, c in enumerate(shown, 1) if all_fixes or c.status in ACTIONABLE]
+    per_cause = len(max((c.fixes for c in shown), key=len, default=[])) if all_fixes else per_cause
+    if not chosen:
+        return [click.style("Fix steps are printed once a cause is likely; all of them now: --fixes", dim=True), ""] \
+            if shown else []
+    lines, printed = [click.style("What to do", bold=True)], {}
+    for rank, cause in chosen:
+        lines += hang(f"  {rank}. ", cause.title, width)
+        lines += hang("     why: ", cause.explain(), width)
+        if cause.same_fault:
+            lines += hang("     the same fault as: ", ", ".join(cause.same_fault), width)
+        for fix in cause.fixes[:per_cause]:
+            if fix.id in printed:
+                lines += hang("     fix: ", f"{fix.title} (printed above, under {printed[fix.id]})", width)
+                continue
+            printed[fix.id] = rank
+            lines += _fix(fix, width)
+        if len(cause.fixes) > per_cause:
+            lines.append(f"     (+{len(cause.fixes) - per_cause} more: --fixes, or llmfix kb show {cause.id})")
+        lines.append("")
+    return lines
+
+
+def _fix(fix, width: int) -> list[str]:
+    lines = hang("     fix: ", click.style(fix.title, bold=True), width)
+    for step in fix.steps:
+        lines += hang("       - ", step, width)
+    if fix.needs:
+        fill = ", ".join(f"{fix.placeholders.get(f, f)}: --answer {f}=VALUE" for f in fix.needs)
+        lines += hang("       ", f"(to fill in {fill})", width)
+    lines += [click.style(line, dim=True) for line in hang("       sources: ", "; ".join(fix.sources), width)]
+    return lines
+
+
+def _evidence(diag: Diagnosis, width: int) -> list[str]:
+    """What the artifacts showed: findings (info ones on one clipped line each), the timeline, the
+    artifacts read."""
+    lines = []
+    if diag.findings:
+        lines.append(click.style("Findings", bold=True))
+        for f in sorted(diag.findings, key=lambda f: ("error", "warning", "info").index(f.severity)):
+            lines += _finding(f, width)
+        lines.append("")
+    lines += [f"  {row}" if row else row for row in timeline_lines(diag.attachments)]
+    if diag.artifacts:
+        read = ", ".join(f"{a.path} ({a.detail or a.kind})" for a in diag.artifacts)
+        lines += [click.style(line, dim=True) for line in hang("Read: ", read, width, 2)]
+    return lines
+
+
+def _finding(f: Finding, width: int) -> list[str]:
+    head = "  " + click.style(f"{f.severity:<7}", **SEVERITY_STYLE[f.severity]) + " "
+    text = f"{f.where}  {f.message}  {click.style(f.id, dim=True)}"
+    if f.severity != "info":
+        return hang(head, text, width, 10)
+    room = width - 10
+    plain = f"{f.where}  {f.message}"
+    return [head + (plain if len(plain) <= room else plain[:room - 1] + "…")]

@@ -61,7 +61,8 @@ def run(ctx) -> Observations:
                  f"({', '.join(lm.notes)}): those weights were initialised at random", lm.where, lm.notes)
     batch, note = batch_for(ctx, lm)
     try:
-        _probe(lm, batch, note, obs)
+        with ctx.phase("gradient flow"):
+            _probe(lm, batch, note, obs)
     except LlmfixError:
         raise
     except Exception as err:  # the user's model may raise anything; report, do not crash

@@ -61,7 +61,7 @@ def run(ctx) -> Observations:
     gen = torch.Generator().manual_seed(SEED)
     x, z = (torch.randint(0, lm.vocab_size, (n,), generator=gen) for n in (length, length + PAD))
     tests = [("causal", _causal), ("padding", _padding), ("fully-masked", _fully_masked)]
-    with torch.no_grad():
+    with torch.no_grad(), ctx.phase("mask invariants"):
         try:
             alone = _fwd(lm, x[None], torch.ones(1, length, dtype=torch.long))[0]
         except LlmfixError:

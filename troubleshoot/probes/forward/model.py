@@ -81,10 +81,11 @@ def _decide(ctx) -> ModelRequest:
         return ModelRequest(skip=("forward.skipped", "info", "model-running probes need torch "
                                   "(pip install 'llmfix[models]')"), where=where)
     device = resolve_device(ctx.device)
-    if ctx.model_factory:
-        lm = build_from_factory(ctx.model_factory, device, ctx.forward)
-    else:
-        lm = build_from_checkpoint(Path(folders[0].path), device, ctx.forward)
+    with ctx.phase("building the model"):
+        if ctx.model_factory:
+            lm = build_from_factory(ctx.model_factory, device, ctx.forward)
+        else:
+            lm = build_from_checkpoint(Path(folders[0].path), device, ctx.forward)
     if isinstance(lm, LoadedModel):
         return ModelRequest(model=lm, where=where)
     return ModelRequest(skip=lm, where=where)
