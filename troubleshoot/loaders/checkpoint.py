@@ -23,14 +23,15 @@ in ``Checkpoint.issues``; ``probes.run_all`` reports them once per checkpoint.
 """
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
 from ..errors import ArtifactError, UnsafePickleError
+from ..files import read_json
 from ..observations import Artifact, Finding
+from .tokenizer import MAX_JSON_BYTES
 from .tensors import (PICKLE_SUFFIXES, file_maps, is_optimizer_state, iter_safetensors, list_safetensors,
                       load_pickle, release, unwrap_state_dict)
 
@@ -163,10 +164,7 @@ def _open_dir(p: Path) -> Checkpoint | None:
 
 
 def _read_json(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ArtifactError(path, f"unreadable JSON ({err.__class__.__name__}: {str(err)[:120]})") from None
+    data = read_json(path, MAX_JSON_BYTES)
     if not isinstance(data, dict):
         raise ArtifactError(path, "unexpected JSON (not an object)")
     return data
@@ -359,8 +357,10 @@ def _plain(obj: Any, depth: int = 0) -> Any:
 # --- single files ------------------------------------------------------------------------------
 
 def _is_batch(keys) -> bool:
+    """Batch columns, at the top or under a wrapper ({"batch": {"input_ids": ...}}), and no weights."""
     keys = list(keys)
-    return any(k in BATCH_KEYS for k in keys) and not any(k.endswith((".weight", ".bias")) for k in keys)
+    return (any(k.rsplit(".", 1)[-1] in BATCH_KEYS for k in keys)
+            and not any(k.endswith((".weight", ".bias")) for k in keys))
 
 
 def _open_file(p: Path) -> Checkpoint | None:

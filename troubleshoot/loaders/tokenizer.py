@@ -21,11 +21,12 @@ therefore keeps each file's view apart::
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..errors import ArtifactError
+from ..files import read_json
 from .tensors import safetensors_header
 
 ROLES = ("eos", "bos", "pad")
@@ -41,10 +42,8 @@ MAX_JSON_BYTES = 64 * 1024 * 1024  # tokenizer.json of large-vocab models is ~10
 def _read_json(path: Path) -> dict | None:
     """A JSON object from a small file, or None when absent, too large or malformed."""
     try:
-        if not path.is_file() or path.stat().st_size > MAX_JSON_BYTES:
-            return None
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        data = read_json(path, MAX_JSON_BYTES)
+    except ArtifactError:
         return None
     return data if isinstance(data, dict) else None
 
