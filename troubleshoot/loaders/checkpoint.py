@@ -89,7 +89,16 @@ _CACHE: dict[tuple, Checkpoint] = {}
 
 def _signature(p: Path) -> tuple:
     entries = [p] + (sorted(p.iterdir()) if p.is_dir() else [])
-    return tuple((str(e), e.stat().st_size, e.stat().st_mtime_ns) for e in entries[:500])
+    return tuple(_stamp(e) for e in entries[:500])
+
+
+def _stamp(e: Path) -> tuple:
+    """Name, size and mtime of a folder entry; a dangling symlink (half-deleted hub cache) is its own."""
+    try:
+        st = e.stat()
+    except OSError:
+        st = e.lstat()
+    return str(e), st.st_size, st.st_mtime_ns
 
 
 def open_checkpoint(path: str | Path) -> Checkpoint:
@@ -171,14 +180,20 @@ def _read_json(path: Path) -> dict:
 
 
 def _open_hf(root: Path, path: Path) -> Checkpoint:
-    files = {e.name: e for e in root.iterdir() if e.is_file()}
+    entries = list(root.iterdir())
+    files = {e.name: e for e in entries if e.is_file()}
     ckpt = Checkpoint(path=path, root=root, kind="hf-checkpoint")
+    ckpt.unreadable += [(e, "a dangling symlink (its target is gone)")
+                        for e in entries if e.is_symlink() and not e.exists()]
     weights = sorted(f for n, f in files.items() if HF_WEIGHTS.match(n))
     safet = [f for f in weights if f.suffix == ".safetensors"]
     ckpt.weight_files = safet or weights  # both present: transformers reads the safetensors
     for index in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
         if index in files:
-            wanted = sorted(set(_read_json(files[index]).get("weight_map", {}).values()))
+            weight_map = _read_json(files[index]).get("weight_map", {})
+            if not isinstance(weight_map, dict):
+                raise ArtifactError(files[index], "weight_map is not an object of tensor name -> shard file")
+            wanted = sorted({str(v) for v in weight_map.values()})
             missing = [w for w in wanted if w not in files]
             if missing:
                 raise ArtifactError(files[index], f"names shard {missing[0]} which is not in the folder")
@@ -335,10 +350,15 @@ def _loader_issues(ckpt: Checkpoint) -> None:
         unsafe = "pickle" in why
         ckpt.issues.append(Finding("checkpoint.unsafe_pickle_skipped" if unsafe else "checkpoint.skipped",
                                    "info", f"skipped: {why}", ckpt.rel(f)))
+    no_weights = not ckpt.weight_files and any(HF_WEIGHTS.match(f.name) for f, _ in ckpt.unreadable)
     for f, why in ckpt.unreadable:
         unsafe = why.startswith("refused")
-        ckpt.issues.append(Finding("checkpoint.unsafe_pickle_refused" if unsafe else "checkpoint.unreadable",
-                                   "warning", f"not read: {why}", ckpt.rel(f)))
+        weights = no_weights and HF_WEIGHTS.match(f.name)
+        ckpt.issues.append(Finding(
+            "checkpoint.unsafe_pickle_refused" if unsafe else "checkpoint.unreadable",
+            "error" if weights else "warning",
+            f"not read: {why}" + ("; no weights of this checkpoint could be read, so none were checked: give a "
+                                  "safetensors copy of them" if weights else ""), ckpt.rel(f)))
 
 
 def _plain(obj: Any, depth: int = 0) -> Any:
