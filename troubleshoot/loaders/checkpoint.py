@@ -179,6 +179,41 @@ def _read_json(path: Path) -> dict:
     return data
 
 
+# Config keys that hold a count, a size or a token id: each must be an integer (or null).
+_INT_KEY = re.compile(r"^(n_\w+|num_\w+|\w+_size|\w+_token_ids?|max_position_embeddings|d_model|d_ff|d_kv)$")
+MAX_CONFIG_INT = 2 ** 40
+
+
+def sane_config(cfg: dict) -> tuple[dict, list[str]]:
+    """``cfg`` without the counts, sizes and token ids that are not integers in range, and what
+    was wrong with each ("vocab_size is a string ('100')"), so that no probe computes with them."""
+    clean, bad = dict(cfg), []
+    for name, value in cfg.items():
+        if isinstance(value, dict) and name.endswith("_config"):
+            clean[name], inner = sane_config(value)
+            bad += [f"{name}.{why}" for why in inner]
+        elif _INT_KEY.match(name) and value is not None and (why := _not_int(name, value)):
+            del clean[name]
+            bad.append(f"{name} {why}")
+    return clean, bad
+
+
+def _not_int(name: str, value: Any) -> str | None:
+    low = -1 if "token_id" in name else 0  # pad_token_id: -1 is an old Llama convention
+    values = value if isinstance(value, list) else [value]  # eos_token_id lists, image_size [h, w]
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, int):
+            return f"is {_kind(v)} ({str(v)[:40]!r}), expected an integer"
+        if not low <= v <= MAX_CONFIG_INT:
+            return f"= {str(v)[:40]} is out of range (expected {low} to 2**40)"
+    return None
+
+
+def _kind(v: Any) -> str:
+    return {str: "a string", float: "a float", list: "a list", dict: "an object", bool: "a boolean"}.get(
+        type(v), type(v).__name__)
+
+
 def _open_hf(root: Path, path: Path) -> Checkpoint:
     entries = list(root.iterdir())
     files = {e.name: e for e in entries if e.is_file()}
@@ -199,7 +234,10 @@ def _open_hf(root: Path, path: Path) -> Checkpoint:
                 raise ArtifactError(files[index], f"names shard {missing[0]} which is not in the folder")
     config_name = "config.json" if "config.json" in files else "adapter_config.json" if "adapter_config.json" in files else None
     if config_name:
-        ckpt.config, ckpt.config_source = _read_json(files[config_name]), config_name
+        ckpt.config, bad = sane_config(_read_json(files[config_name]))
+        ckpt.config_source = config_name
+        ckpt.issues += [Finding("config.bad_value", "error", f"{config_name}: {why}; ignored", config_name)
+                        for why in bad]
     elif ckpt.weight_files:
         raise ArtifactError(root, f"no config.json beside {ckpt.weight_files[0].name}: give the weight file "
                                   "itself to probe it as a bare state dict")
