@@ -59,11 +59,11 @@ def parse_json(data: bytes | str, path: str | Path):
     try:
         return json.loads(data)
     except RecursionError:
-        raise ArtifactError(path, "JSON nested too deeply to read") from None
+        raise ArtifactError(path, "unreadable JSON (nested too deeply)") from None
     except UnicodeDecodeError as err:
         raise ArtifactError(path, f"not UTF-8 text (byte {err.start})") from None
     except json.JSONDecodeError as err:
-        raise ArtifactError(path, f"invalid JSON: {err.msg} (line {err.lineno}, column {err.colno})") from None
+        raise ArtifactError(path, f"unreadable JSON ({err.msg}, line {err.lineno} column {err.colno})") from None
     except ValueError as err:  # int too long to convert
         raise ArtifactError(path, f"unreadable JSON ({str(err)[:80]})") from None
 

@@ -69,6 +69,8 @@ def _read_header(path: Path) -> tuple[dict[str, Any], int]:
             if n > size - 8 or n > 100_000_000:
                 raise ArtifactError(path, f"corrupt safetensors header (claims {n} bytes, file has {size})")
             header = parse_json(f.read(n), path)
+    except ArtifactError as err:
+        raise ArtifactError(path, f"corrupt safetensors header ({err.problem})") from None
     except OSError as err:
         raise ArtifactError(path, f"cannot open: {err.strerror or err}") from None
     if not isinstance(header, dict):

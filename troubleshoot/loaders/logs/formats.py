@@ -23,8 +23,8 @@ from pathlib import Path
 
 from .metrics import csv_records, csv_separator, jsonl_records, tensorboard_records, trainer_state_records
 from .record import Record, metric_slot
-from .text import (DS_LOSS, DS_STEP, HF_DICT, MEG_ITER, MODDED, NANO_EVAL, NANO_ITER, OVERFLOW, encoding_of,
-                   text_records)
+from .text import (DS_LOSS, DS_STEP, HF_DICT, MEG_ITER, MODDED, NANO_EVAL, NANO_ITER, encoding_of,
+                   overflow_search, text_records)
 
 WEAK_MEGATRON = ("using world size:", "------------------------ arguments ------------------------",
                  "> building train, validation, and test datasets", "[before the start of training step]")
@@ -70,7 +70,7 @@ def _jsonl(head: str, path: Path) -> bool:
             continue
         try:
             obj = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue  # the sniffed head may end mid-line
         seen += 1
         if isinstance(obj, dict) and loss_key(obj) and not ({"input_ids", "text", "messages"} & set(obj)):
@@ -102,7 +102,7 @@ FORMATS: list[LogFormat] = [
     LogFormat("hf-stdout", "hf trainer stdout", read_text, error_lines=True,
               line=lambda s: "{'" in s and HF_DICT.search(s) is not None),
     LogFormat("deepspeed", "deepspeed text log", read_text, error_lines=True,
-              line=lambda s: bool(DS_STEP.search(s) or DS_LOSS.search(s) or OVERFLOW.search(s))),
+              line=lambda s: bool(DS_STEP.search(s) or DS_LOSS.search(s) or overflow_search(s))),
     LogFormat("text", "plain text log", read_text, error_lines=True),  # the catch-all: keep it last
 ]
 

@@ -36,6 +36,8 @@ def to_float(text: str | None) -> float | None:
         return None
     try:
         return float(text)
+    except OverflowError:  # an int of 400 digits
+        return math.inf if text > 0 else -math.inf
     except ValueError:
         t = text.strip().strip("'\"").lower()
         if t in ("nan", "-nan", "inf", "-inf", "infinity", "-infinity"):
