@@ -183,14 +183,14 @@ def load_pickle(path: Path, allow_namespace: bool = False) -> Any:
     regular_file(path)
     mmap_ok = zipfile.is_zipfile(path)  # mmap needs the zip-based format of torch >= 1.6
     if not mmap_ok and not _starts_like_pickle(path):
-        raise ArtifactError(path, "not a torch file (neither torch's zip format nor a pickle)")
+        raise ArtifactError(path, "cannot read torch file: not a torch file (neither torch's zip format nor a pickle)")
     try:
         with torch.serialization.safe_globals(allowed), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return torch.load(str(path), map_location="cpu", weights_only=True, mmap=mmap_ok)
     except pickle.UnpicklingError as err:
-        if "GLOBAL" not in str(err):  # torch's refusal names the global it would import; else garbage
-            raise ArtifactError(path, f"not a torch file: the pickle is malformed ({_refusal(err)})") from None
+        if "GLOBAL" not in str(err) and not mmap_ok and not _imports_code(path):  # bytes, no real pickle
+            raise ArtifactError(path, f"cannot read torch file: not a torch file, the pickle is malformed ({_refusal(err)})") from None
         raise UnsafePickleError(
             path, "refused: this pickle needs arbitrary code to load (weights_only=True); "
                   f"nothing in it was run ({_refusal(err)})") from None
@@ -199,7 +199,26 @@ def load_pickle(path: Path, allow_namespace: bool = False) -> Any:
         raise ArtifactError(path, f"cannot read torch file: {first}") from None
     except (KeyError, IndexError, TypeError, AttributeError, RecursionError, MemoryError) as err:
         # torch's weights-only unpickler on bytes that are no pickle at all
-        raise ArtifactError(path, f"not a torch file: the pickle is malformed ({type(err).__name__})") from None
+        raise ArtifactError(path, f"cannot read torch file: not a torch file, the pickle is malformed ({type(err).__name__})") from None
+
+
+def _imports_code(path: Path, max_ops: int = 1_000_000) -> bool:
+    """Whether a pickle the weights-only unpickler refused holds an import or a call (then it is
+    refused as unsafe), rather than being bytes that no pickle parser reads. Opcodes are only
+    listed by ``pickletools``, never executed."""
+    import pickletools
+
+    code_ops = {"GLOBAL", "STACK_GLOBAL", "INST", "OBJ", "REDUCE", "NEWOBJ", "NEWOBJ_EX"}
+    try:
+        with open(path, "rb") as f:
+            for i, (op, _, _) in enumerate(pickletools.genops(f)):
+                if op.name in code_ops:
+                    return True
+                if i >= max_ops:
+                    return True  # a long, well-formed pickle: treat it as the refusal said
+    except Exception:  # noqa: BLE001 - any parse failure means the bytes are no pickle
+        return False
+    return False
 
 
 def _starts_like_pickle(path: Path) -> bool:
