@@ -32,14 +32,14 @@ def _columns(its: list[int], width: int) -> tuple[list[int], int]:
     """Column of each block: one per block when they fit, else placed by iteration."""
     if len(its) <= width:
         return list(range(len(its))), len(its)
-    lo, hi = its[0], its[-1]
+    lo, hi = min(its), max(its)  # two runs appended (cat run2.log run1.log) are out of order
     return [min(width - 1, int((i - lo) / (hi - lo) * (width - 1) + 0.5)) for i in its], width
 
 
 def _column_of(its: list[int], it: int, width: int) -> int:
     if len(its) <= width:
         return min(range(len(its)), key=lambda k: (abs(its[k] - it), -its[k]))
-    lo, hi = its[0], its[-1]
+    lo, hi = min(its), max(its)
     return min(width - 1, max(0, int((it - lo) / (hi - lo) * (width - 1) + 0.5)))
 
 
