@@ -380,7 +380,7 @@ def _budget_environment_class():
             if operator == "**" and isinstance(right, (int, float)) and (
                     abs(right) > MAX_TEMPLATE_EXPONENT
                     or isinstance(left, int) and left.bit_length() * abs(right) > MAX_TEMPLATE_CHARS):
-                raise _OverBudget(f"computes a power too large ({str(left)[:20]} ** {str(right)[:20]})")
+                raise _OverBudget("computes a power too large to hold")
             if operator == "*":
                 for seq, n in ((left, right), (right, left)):
                     if isinstance(seq, (str, list, tuple)) and isinstance(n, int) and len(seq) * n > MAX_TEMPLATE_CHARS:
