@@ -167,7 +167,27 @@ def _refusal(err: Exception) -> str:
     return m.group(1)[:160] if m else text.strip().splitlines()[0][:160] if text.strip() else ""
 
 
+# The last small torch file loaded, kept so that the sniffer and the probes unpickle it once
+# (100k tiny tensors take seconds each time); large files are memory-mapped and never kept.
+_LAST_PICKLE: dict[tuple, Any] = {}
+KEEP_PICKLE_BYTES = 256 << 20
+
+
 def load_pickle(path: Path, allow_namespace: bool = False) -> Any:
+    """``_load_pickle`` of the file, once per (path, size, mtime) for files of at most
+    KEEP_PICKLE_BYTES."""
+    st = regular_file(path)
+    key = (str(Path(path).resolve()), st.st_size, st.st_mtime_ns, allow_namespace)
+    if key not in _LAST_PICKLE:
+        obj = _load_pickle(Path(path), allow_namespace)
+        _LAST_PICKLE.clear()
+        if st.st_size > KEEP_PICKLE_BYTES:
+            return obj
+        _LAST_PICKLE[key] = obj
+    return _LAST_PICKLE[key]
+
+
+def _load_pickle(path: Path, allow_namespace: bool = False) -> Any:
     """torch.load with weights_only=True (and mmap when the file allows it); refuse anything else.
 
     ``allow_namespace`` lets ``argparse.Namespace`` through (Megatron stores its command line
@@ -180,7 +200,6 @@ def load_pickle(path: Path, allow_namespace: bool = False) -> Any:
     if allow_namespace:
         import argparse
         allowed.append(argparse.Namespace)
-    regular_file(path)
     mmap_ok = zipfile.is_zipfile(path)  # mmap needs the zip-based format of torch >= 1.6
     if not mmap_ok and not _starts_like_pickle(path):
         raise ArtifactError(path, "cannot read torch file: not a torch file (neither torch's zip format nor a pickle)")
