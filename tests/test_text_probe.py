@@ -153,6 +153,21 @@ def test_chat_template_tokenisation_and_end_of_turn(tmp_path):
     assert f.value["chat_template"] == [64] and f.severity == "warning"
 
 
+@pytest.mark.parametrize("template", ["{{ 'x' * 10**10 }}", "{{ ((10 ** 200) ** 200) ** 200 }}",
+                                      "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+                                      "{% for i in range(100000) %}{{ 'y' * 100 }}{% endfor %}"])
+def test_chat_template_rendered_only_within_budget(tmp_path, template):
+    """A hostile template in tokenizer_config.json is refused with a finding, within seconds."""
+    import time
+
+    ckpt = bf.make_checkpoint(tmp_path / "ck", vocab=65, chat_template=template)
+    records = [{"messages": [{"role": "user", "content": "w4 w5"}]}]
+    start = time.monotonic()
+    obs = run(records, tmp_path, ckpt)
+    assert time.monotonic() - start < 10
+    assert finding(obs, "data.text.template_refused").severity == "warning"
+
+
 def test_bad_lines_are_reported_not_fatal(tmp_path):
     path = tmp_path / "mixed.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in bf.text_records(5)) + "\n{not json\n")

@@ -7,6 +7,7 @@ reason in one line (docs/resource-policy.md).
 """
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
@@ -50,3 +51,23 @@ def read_text(path: str | Path, limit: int) -> str:
         return read_bytes(path, limit).decode("utf-8-sig")
     except UnicodeDecodeError as err:
         raise ArtifactError(path, f"not UTF-8 text (byte {err.start})") from None
+
+
+def parse_json(data: bytes | str, path: str | Path):
+    """``json.loads`` with one-line ArtifactErrors: invalid JSON, nesting too deep for the parser,
+    or an integer over Python's 4300-digit conversion limit."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ArtifactError(path, "unreadable JSON (nested too deeply)") from None
+    except UnicodeDecodeError as err:
+        raise ArtifactError(path, f"not UTF-8 text (byte {err.start})") from None
+    except json.JSONDecodeError as err:
+        raise ArtifactError(path, f"unreadable JSON ({err.msg}, line {err.lineno} column {err.colno})") from None
+    except ValueError as err:  # int too long to convert
+        raise ArtifactError(path, f"unreadable JSON ({str(err)[:80]})") from None
+
+
+def read_json(path: str | Path, limit: int):
+    """A whole JSON file of at most ``limit`` bytes (``read_bytes`` then ``parse_json``)."""
+    return parse_json(read_bytes(path, limit), path)

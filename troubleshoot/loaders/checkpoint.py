@@ -23,7 +23,6 @@ in ``Checkpoint.issues``; ``probes.run_all`` reports them once per checkpoint.
 """
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ArtifactError
+from ..files import read_json
 from ..observations import Artifact, Finding
 from .tensors import (
     PICKLE_SUFFIXES,
@@ -42,6 +42,7 @@ from .tensors import (
     release,
     unwrap_state_dict,
 )
+from .tokenizer import MAX_JSON_BYTES
 
 CKPT_DIR = re.compile(r"^checkpoint-(\d+)$")
 ITER_DIR = re.compile(r"^(?:global_step|iter_)(\d+)$")
@@ -107,7 +108,16 @@ def _remember(key: tuple, ckpt: Checkpoint) -> Checkpoint:
 
 def _signature(p: Path) -> tuple:
     entries = [p] + (sorted(p.iterdir()) if p.is_dir() else [])
-    return tuple((str(e), e.stat().st_size, e.stat().st_mtime_ns) for e in entries[:500])
+    return tuple(_stamp(e) for e in entries[:500])
+
+
+def _stamp(e: Path) -> tuple:
+    """Name, size and mtime of a folder entry; a dangling symlink (half-deleted hub cache) is its own."""
+    try:
+        st = e.stat()
+    except OSError:
+        st = e.lstat()
+    return str(e), st.st_size, st.st_mtime_ns
 
 
 def open_checkpoint(path: str | Path) -> Checkpoint:
@@ -181,30 +191,71 @@ def _open_dir(p: Path) -> Checkpoint | None:
 
 
 def _read_json(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ArtifactError(path, f"unreadable JSON ({err.__class__.__name__}: {str(err)[:120]})") from None
+    data = read_json(path, MAX_JSON_BYTES)
     if not isinstance(data, dict):
         raise ArtifactError(path, "unexpected JSON (not an object)")
     return data
 
 
+# Config keys that hold a count, a size or a token id: each must be an integer (or null).
+_INT_KEY = re.compile(r"^(n_\w+|num_\w+|\w+_size|\w+_token_ids?|max_position_embeddings|d_model|d_ff|d_kv)$")
+MAX_CONFIG_INT = 2 ** 40
+
+
+def sane_config(cfg: dict) -> tuple[dict, list[str]]:
+    """``cfg`` without the counts, sizes and token ids that are not integers in range, and what
+    was wrong with each ("vocab_size is a string ('100')"), so that no probe computes with them."""
+    clean, bad = dict(cfg), []
+    for name, value in cfg.items():
+        if isinstance(value, dict) and name.endswith("_config"):
+            clean[name], inner = sane_config(value)
+            bad += [f"{name}.{why}" for why in inner]
+        elif _INT_KEY.match(name) and value is not None and (why := _not_int(name, value)):
+            del clean[name]
+            bad.append(f"{name} {why}")
+    return clean, bad
+
+
+def _not_int(name: str, value: Any) -> str | None:
+    low = -1 if "token_id" in name else 0  # pad_token_id: -1 is an old Llama convention
+    values = value if isinstance(value, list) else [value]  # eos_token_id lists, image_size [h, w]
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, int):
+            return f"is {_kind(v)} ({str(v)[:40]!r}), expected an integer"
+        if not low <= v <= MAX_CONFIG_INT:
+            return f"= {str(v)[:40]} is out of range (expected {low} to 2**40)"
+    return None
+
+
+def _kind(v: Any) -> str:
+    return {str: "a string", float: "a float", list: "a list", dict: "an object", bool: "a boolean"}.get(
+        type(v), type(v).__name__)
+
+
 def _open_hf(root: Path, path: Path) -> Checkpoint:
-    files = {e.name: e for e in root.iterdir() if e.is_file()}
+    entries = list(root.iterdir())
+    files = {e.name: e for e in entries if e.is_file()}
     ckpt = Checkpoint(path=path, root=root, kind="hf-checkpoint")
+    ckpt.unreadable += [(e, "a dangling symlink (its target is gone)")
+                        for e in entries if e.is_symlink() and not e.exists()]
     weights = sorted(f for n, f in files.items() if HF_WEIGHTS.match(n))
     safet = [f for f in weights if f.suffix == ".safetensors"]
     ckpt.weight_files = safet or weights  # both present: transformers reads the safetensors
     for index in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
         if index in files:
-            wanted = sorted(set(_read_json(files[index]).get("weight_map", {}).values()))
+            weight_map = _read_json(files[index]).get("weight_map", {})
+            if not isinstance(weight_map, dict):
+                raise ArtifactError(files[index], "weight_map is not an object of tensor name -> shard file")
+            wanted = sorted({str(v) for v in weight_map.values()})
             missing = [w for w in wanted if w not in files]
             if missing:
                 raise ArtifactError(files[index], f"names shard {missing[0]} which is not in the folder")
     config_name = next((n for n in ("config.json", "adapter_config.json") if n in files), None)
     if config_name:
-        ckpt.config, ckpt.config_source = _read_json(files[config_name]), config_name
+        ckpt.config, bad = sane_config(_read_json(files[config_name]))
+        ckpt.config_source = config_name
+        ckpt.issues += [Finding("config.bad_value", "error", f"{config_name}: {why}; ignored", config_name)
+                        for why in bad]
     elif ckpt.weight_files:
         raise ArtifactError(root, f"no config.json beside {ckpt.weight_files[0].name}: give the weight file "
                                   "itself to probe it as a bare state dict")
@@ -356,10 +407,15 @@ def _loader_issues(ckpt: Checkpoint) -> None:
         unsafe = "pickle" in why
         ckpt.issues.append(Finding("checkpoint.unsafe_pickle_skipped" if unsafe else "checkpoint.skipped",
                                    "info", f"skipped: {why}", ckpt.rel(f)))
+    no_weights = not ckpt.weight_files and any(HF_WEIGHTS.match(f.name) for f, _ in ckpt.unreadable)
     for f, why in ckpt.unreadable:
         unsafe = why.startswith("refused")
-        ckpt.issues.append(Finding("checkpoint.unsafe_pickle_refused" if unsafe else "checkpoint.unreadable",
-                                   "warning", f"not read: {why}", ckpt.rel(f)))
+        weights = no_weights and HF_WEIGHTS.match(f.name)
+        ckpt.issues.append(Finding(
+            "checkpoint.unsafe_pickle_refused" if unsafe else "checkpoint.unreadable",
+            "error" if weights else "warning",
+            f"not read: {why}" + ("; no weights of this checkpoint could be read, so none were checked: give a "
+                                  "safetensors copy of them" if weights else ""), ckpt.rel(f)))
 
 
 def _plain(obj: Any, depth: int = 0) -> Any:
@@ -378,8 +434,10 @@ def _plain(obj: Any, depth: int = 0) -> Any:
 # --- single files ------------------------------------------------------------------------------
 
 def _is_batch(keys) -> bool:
+    """Batch columns, at the top or under a wrapper ({"batch": {"input_ids": ...}}), and no weights."""
     keys = list(keys)
-    return any(k in BATCH_KEYS for k in keys) and not any(k.endswith((".weight", ".bias")) for k in keys)
+    return (any(k.rsplit(".", 1)[-1] in BATCH_KEYS for k in keys)
+            and not any(k.endswith((".weight", ".bias")) for k in keys))
 
 
 def _open_file(p: Path) -> Checkpoint | None:

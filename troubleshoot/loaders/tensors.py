@@ -9,7 +9,8 @@ touched resident, so peak RSS would grow to the shard size instead of the larges
 """
 from __future__ import annotations
 
-import json
+import itertools
+import math
 import mmap
 import pickle
 import re
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ArtifactError, UnsafePickleError
+from ..files import parse_json, regular_file
 
 PICKLE_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt")
 NESTED_KEYS = ("state_dict", "model", "module", "model_state_dict")
@@ -35,6 +37,9 @@ ST_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bflo
              "I64": "int64", "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8",
              "BOOL": "bool", "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2",
              "U16": "uint16", "U32": "uint32", "U64": "uint64"}
+# bytes per element of each tag (the header's byte ranges must match the shapes)
+ST_ITEMSIZE = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
+               "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1, "U16": 2, "U32": 4, "U64": 8}
 
 
 @dataclass(frozen=True)
@@ -55,45 +60,64 @@ def safetensors_header(path: Path) -> dict[str, Any]:
 
 def _read_header(path: Path) -> tuple[dict[str, Any], int]:
     """(header, byte offset where tensor data starts); clear ArtifactErrors for broken files."""
+    size = regular_file(path).st_size
     try:
         with open(path, "rb") as f:
             raw = f.read(8)
             if len(raw) < 8:
                 raise ArtifactError(path, "truncated safetensors file (no header length)")
             (n,) = struct.unpack("<Q", raw)
-            size = path.stat().st_size
             if n > size - 8 or n > 100_000_000:
                 raise ArtifactError(path, f"corrupt safetensors header (claims {n} bytes, file has {size})")
-            header = json.loads(f.read(n))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ArtifactError(path, f"corrupt safetensors header ({err.__class__.__name__})") from None
+            header = parse_json(f.read(n), path)
+    except ArtifactError as err:
+        raise ArtifactError(path, f"corrupt safetensors header ({err.problem})") from None
     except OSError as err:
         raise ArtifactError(path, f"cannot open: {err.strerror or err}") from None
     if not isinstance(header, dict):
         raise ArtifactError(path, "corrupt safetensors header (not a JSON object)")
-    try:
-        end = max((v["data_offsets"][1] for k, v in header.items()
-                   if k != "__metadata__" and isinstance(v, dict) and "data_offsets" in v), default=0)
-    except (TypeError, IndexError):
-        raise ArtifactError(path, "corrupt safetensors header (bad data_offsets)") from None
-    if 8 + n + end > size:
-        raise ArtifactError(path, f"truncated safetensors file: data ends at byte {8 + n + end}, file has {size}")
     return header, 8 + n
 
 
+def _entry(path: Path, name: str, v: Any, base: int, size: int) -> TensorInfo:
+    """One header entry checked the way the safetensors library checks it: offsets two
+    non-negative integers in order, shape non-negative integers whose size matches the bytes, and
+    the data inside the file (so header bytes are never read as weights)."""
+    def bad(why: str) -> ArtifactError:
+        return ArtifactError(path, f"corrupt safetensors header: tensor {str(name)[:60]!r} {why}")
+
+    if not isinstance(v, dict):
+        raise bad("is not an object")
+    offsets, shape, dtype = v.get("data_offsets"), v.get("shape"), v.get("dtype")
+    if not (isinstance(offsets, list) and len(offsets) == 2 and all(type(x) is int for x in offsets)
+            and 0 <= offsets[0] <= offsets[1]):
+        raise bad(f"has bad data_offsets {str(offsets)[:40]}")
+    if not (isinstance(shape, list) and all(type(x) is int and x >= 0 for x in shape)):
+        raise bad(f"has bad shape {str(shape)[:40]}")
+    if not isinstance(dtype, str):
+        raise bad("has no dtype")
+    a, b = offsets
+    if base + b > size:
+        raise ArtifactError(path, f"truncated safetensors file: data ends at byte {base + b}, file has {size}")
+    item = ST_ITEMSIZE.get(dtype)
+    if item is not None and math.prod(shape) * item != b - a:
+        raise bad(f"has {b - a} bytes for shape {shape} of {dtype}")
+    return TensorInfo(name, dtype, tuple(shape), base + a, b - a)
+
+
 def list_safetensors(path: Path) -> list[TensorInfo]:
-    """Every tensor of a safetensors file with dtype, shape and byte range, without reading data."""
-    header, base = _read_header(Path(path))
-    out = []
-    for name, v in header.items():
-        if name == "__metadata__" or not isinstance(v, dict):
-            continue
-        try:
-            a, b = (int(x) for x in v["data_offsets"])
-            out.append(TensorInfo(name, str(v["dtype"]), tuple(int(s) for s in v["shape"]), base + a, b - a))
-        except (KeyError, TypeError, ValueError):
-            raise ArtifactError(path, f"corrupt safetensors header (entry {name!r})") from None
-    return sorted(out, key=lambda t: t.start)  # file order: sequential reads
+    """Every tensor of a safetensors file with dtype, shape and byte range, without reading data;
+    ArtifactError for any malformed or overlapping entry."""
+    path = Path(path)
+    header, base = _read_header(path)
+    size = path.stat().st_size
+    out = sorted((_entry(path, name, v, base, size) for name, v in header.items() if name != "__metadata__"),
+                 key=lambda t: t.start)  # file order: sequential reads
+    for prev, cur in itertools.pairwise(out):
+        if cur.start < prev.start + prev.nbytes:
+            raise ArtifactError(path, f"corrupt safetensors header: tensors {str(prev.name)[:40]!r} and "
+                                      f"{str(cur.name)[:40]!r} overlap")
+    return out
 
 
 def read_safetensor(f, info: TensorInfo, path: Path | str = "") -> Any:
@@ -144,7 +168,27 @@ def _refusal(err: Exception) -> str:
     return m.group(1)[:160] if m else text.strip().splitlines()[0][:160] if text.strip() else ""
 
 
+# The last small torch file loaded, kept so that the sniffer and the probes unpickle it once
+# (100k tiny tensors take seconds each time); large files are memory-mapped and never kept.
+_LAST_PICKLE: dict[tuple, Any] = {}
+KEEP_PICKLE_BYTES = 256 << 20
+
+
 def load_pickle(path: Path, allow_namespace: bool = False) -> Any:
+    """``_load_pickle`` of the file, once per (path, size, mtime) for files of at most
+    KEEP_PICKLE_BYTES."""
+    st = regular_file(path)
+    key = (str(Path(path).resolve()), st.st_size, st.st_mtime_ns, allow_namespace)
+    if key not in _LAST_PICKLE:
+        obj = _load_pickle(Path(path), allow_namespace)
+        _LAST_PICKLE.clear()
+        if st.st_size > KEEP_PICKLE_BYTES:
+            return obj
+        _LAST_PICKLE[key] = obj
+    return _LAST_PICKLE[key]
+
+
+def _load_pickle(path: Path, allow_namespace: bool = False) -> Any:
     """torch.load with weights_only=True (and mmap when the file allows it); refuse anything else.
 
     ``allow_namespace`` lets ``argparse.Namespace`` through (Megatron stores its command line
@@ -157,18 +201,52 @@ def load_pickle(path: Path, allow_namespace: bool = False) -> Any:
     if allow_namespace:
         import argparse
         allowed.append(argparse.Namespace)
+    mmap_ok = zipfile.is_zipfile(path)  # mmap needs the zip-based format of torch >= 1.6
+    if not mmap_ok and not _starts_like_pickle(path):
+        raise ArtifactError(path, "cannot read torch file: not a torch file (neither torch's zip format nor a pickle)")
     try:
-        mmap_ok = zipfile.is_zipfile(path)  # mmap needs the zip-based format of torch >= 1.6
         with torch.serialization.safe_globals(allowed), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return torch.load(str(path), map_location="cpu", weights_only=True, mmap=mmap_ok)
     except pickle.UnpicklingError as err:
+        if "GLOBAL" not in str(err) and not mmap_ok and not _imports_code(path):  # bytes, no real pickle
+            raise ArtifactError(path, "cannot read torch file: not a torch file, the pickle is malformed "
+                                      f"({_refusal(err)})") from None
         raise UnsafePickleError(
             path, "refused: this pickle needs arbitrary code to load (weights_only=True); "
                   f"nothing in it was run ({_refusal(err)})") from None
     except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile, struct.error) as err:
         first = str(err).strip().splitlines()[0][:200] if str(err).strip() else err.__class__.__name__
         raise ArtifactError(path, f"cannot read torch file: {first}") from None
+    except (KeyError, IndexError, TypeError, AttributeError, RecursionError, MemoryError) as err:
+        # torch's weights-only unpickler on bytes that are no pickle at all
+        raise ArtifactError(path, "cannot read torch file: not a torch file, the pickle is malformed "
+                                  f"({type(err).__name__})") from None
+
+
+def _imports_code(path: Path, max_ops: int = 1_000_000) -> bool:
+    """Whether a pickle the weights-only unpickler refused holds an import or a call (then it is
+    refused as unsafe), rather than being bytes that no pickle parser reads. Opcodes are only
+    listed by ``pickletools``, never executed."""
+    import pickletools
+
+    code_ops = {"GLOBAL", "STACK_GLOBAL", "INST", "OBJ", "REDUCE", "NEWOBJ", "NEWOBJ_EX"}
+    try:
+        with open(path, "rb") as f:
+            for i, (op, _, _) in enumerate(pickletools.genops(f)):
+                if op.name in code_ops:
+                    return True
+                if i >= max_ops:
+                    return True  # a long, well-formed pickle: treat it as the refusal said
+    except Exception:  # noqa: BLE001 - any parse failure means the bytes are no pickle
+        return False
+    return False
+
+
+def _starts_like_pickle(path: Path) -> bool:
+    """Pickles of protocol 2+ (every torch.save before the zip format) begin with the PROTO opcode."""
+    with open(path, "rb") as f:
+        return f.read(1) == b"\x80"
 
 
 def is_optimizer_state(obj: Any) -> bool:

@@ -21,11 +21,12 @@ therefore keeps each file's view apart::
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..errors import ArtifactError
+from ..files import read_json
 from .tensors import safetensors_header
 
 ROLES = ("eos", "bos", "pad")
@@ -41,10 +42,8 @@ MAX_JSON_BYTES = 64 * 1024 * 1024  # tokenizer.json of large-vocab models is ~10
 def _read_json(path: Path) -> dict | None:
     """A JSON object from a small file, or None when absent, too large or malformed."""
     try:
-        if not path.is_file() or path.stat().st_size > MAX_JSON_BYTES:
-            return None
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        data = read_json(path, MAX_JSON_BYTES)
+    except ArtifactError:
         return None
     return data if isinstance(data, dict) else None
 
@@ -313,3 +312,79 @@ def load_tokenizer(folder: str | Path) -> tuple[Any | None, str]:
     except Exception as err:  # any failure just means: no tokenised checks
         first = (str(err).strip().splitlines() or [err.__class__.__name__])[0]
         return None, f"tokenizer in {folder} could not be loaded: {first[:160]}"
+
+
+# --- chat templates: rendered only within a budget -----------------------------------------------
+
+MAX_TEMPLATE_CHARS = 1 << 20     # characters one rendered conversation may have
+MAX_TEMPLATE_SECONDS = 2.0       # wall time of one render
+MAX_TEMPLATE_EXPONENT = 256      # ``a ** b`` with b above this is refused
+
+
+def template_over_budget(template: str, messages: list, variables: dict) -> str | None:
+    """Why rendering ``template`` on ``messages`` breaks the budget above ("'x' * 10**10"), or None.
+
+    A tokenizer_config.json is user input: its chat template is Jinja, which transformers renders
+    in a sandbox that stops attribute tricks but not size or time. This renders it first in the
+    same kind of sandbox with the operators that grow values checked, the output counted as it is
+    produced, and a timer; transformers renders it only when this passes. Ordinary template errors
+    are not our business here (None): transformers reports them itself.
+    """
+    import signal
+    import threading
+
+    env = _budget_environment_class()(trim_blocks=True, lstrip_blocks=True)
+    env.globals.update(raise_exception=_raise, strftime_now=lambda fmt: "")
+    timed = threading.current_thread() is threading.main_thread()
+    if timed:
+        old = signal.signal(signal.SIGALRM, _timeout)
+        signal.setitimer(signal.ITIMER_REAL, MAX_TEMPLATE_SECONDS)
+    try:
+        size = 0
+        for piece in env.from_string(template).generate(messages=messages, **variables):
+            size += len(piece)
+            if size > MAX_TEMPLATE_CHARS:
+                return f"renders over {MAX_TEMPLATE_CHARS:,} characters for one conversation"
+    except _OverBudget as err:
+        return str(err)
+    except Exception:  # noqa: BLE001 - a broken template is reported by transformers itself
+        return None
+    finally:
+        if timed:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+    return None
+
+
+class _OverBudget(Exception):
+    pass
+
+
+def _timeout(*_):
+    raise _OverBudget(f"takes over {MAX_TEMPLATE_SECONDS:g} s to render one conversation")
+
+
+def _raise(message):
+    raise ValueError(message)
+
+
+def _budget_environment_class():
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    class BudgetEnvironment(ImmutableSandboxedEnvironment):
+        """The sandbox with ``*`` and ``**`` refusing results beyond the budget."""
+
+        intercepted_binops = frozenset(("*", "**"))
+
+        def call_binop(self, context, operator, left, right):
+            if operator == "**" and isinstance(right, (int, float)) and (
+                    abs(right) > MAX_TEMPLATE_EXPONENT
+                    or isinstance(left, int) and left.bit_length() * abs(right) > MAX_TEMPLATE_CHARS):
+                raise _OverBudget("computes a power too large to hold")
+            if operator == "*":
+                for seq, n in ((left, right), (right, left)):
+                    if isinstance(seq, (str, list, tuple)) and isinstance(n, int) and len(seq) * n > MAX_TEMPLATE_CHARS:
+                        raise _OverBudget(f"builds a value of {len(seq) * n:,} items")
+            return super().call_binop(context, operator, left, right)
+
+    return BudgetEnvironment

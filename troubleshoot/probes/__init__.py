@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import warnings as warnings_module
 from collections.abc import Callable
 from pathlib import Path
 
@@ -81,7 +82,9 @@ def run_all(ctx: ProbeContext) -> Observations:
         out.findings.extend(warnings(artifact))
     for name, _ in FAMILIES:
         try:
-            part = family_module(name).run(ctx)
+            with warnings_module.catch_warnings():  # a library's UserWarning is no finding: keep stderr clean
+                warnings_module.simplefilter("ignore")
+                part = family_module(name).run(ctx)
         except LlmfixError:
             raise
         except ModuleNotFoundError as err:  # torch / safetensors / transformers not installed

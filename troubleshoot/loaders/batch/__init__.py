@@ -27,7 +27,7 @@ from typing import Any
 
 from ...errors import ArtifactError
 from ...observations import Artifact
-from ..tensors import iter_tensors, load_pickle, safetensors_header
+from ..tensors import iter_tensors, list_safetensors, load_pickle, safetensors_header
 from .records import count_records, head_records, read_json, record_kind
 from .rows import (
     ID_KEYS,
@@ -61,12 +61,12 @@ def sniff(path: Path) -> Artifact | None:
         return None
     suffix = path.suffix.lower()
     if suffix == ".safetensors":
-        header = safetensors_header(path)
-        key = next((k for k in ID_KEYS if k in header), None)
+        infos = {info.name: info for info in list_safetensors(path)}
+        key = next((k for k in ID_KEYS if k in infos), None)
         if key is None:
             return None
-        names = [k for k in header if not k.startswith("__")]
-        shape = "x".join(str(s) for s in header[key].get("shape", []))
+        names = list(infos)
+        shape = "x".join(str(s) for s in infos[key].shape)
         return Artifact(str(path), "batch", f"tensor batch {shape} ({', '.join(names[:6])})")
     if suffix in PICKLE_SUFFIXES:
         obj = _load_pickle_cached(path)

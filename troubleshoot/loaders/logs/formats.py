@@ -32,10 +32,10 @@ from .text import (
     MODDED,
     NANO_EVAL,
     NANO_ITER,
-    OVERFLOW,
     TORCHTUNE,
     TORCHTUNE_BAR,
     encoding_of,
+    overflow_search,
     text_records,
 )
 
@@ -83,7 +83,7 @@ def _jsonl(head: str, path: Path) -> bool:
             continue
         try:
             obj = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue  # the sniffed head may end mid-line
         seen += 1
         if isinstance(obj, dict) and loss_key(obj) and not ({"input_ids", "text", "messages"} & set(obj)):
@@ -119,7 +119,7 @@ FORMATS: list[LogFormat] = [
     LogFormat("hf-stdout", "hf trainer stdout", read_text, error_lines=True,
               line=lambda s: "{'" in s and HF_DICT.search(s) is not None),
     LogFormat("deepspeed", "deepspeed text log", read_text, error_lines=True,
-              line=lambda s: bool(DS_STEP.search(s) or DS_LOSS.search(s) or OVERFLOW.search(s))),
+              line=lambda s: bool(DS_STEP.search(s) or DS_LOSS.search(s) or overflow_search(s))),
     LogFormat("text", "plain text log", read_text, error_lines=True),  # the catch-all: keep it last
 ]
 

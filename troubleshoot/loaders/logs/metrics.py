@@ -29,7 +29,7 @@ def jsonl_records(path: Path) -> Iterator[Record]:
             continue
         try:
             obj = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # bad, 5000-deep or 4300+-digit JSON
             yield Record("error", None, line=lineno, text="unparseable JSON line")
             continue
         if isinstance(obj, dict):
@@ -149,7 +149,7 @@ def _save_points(path: Path, head: str, tail: str) -> Iterator[Record]:
         try:
             part = json.loads(text)
             meta.update(part if isinstance(part, dict) else {})
-        except ValueError:
+        except (ValueError, RecursionError):
             pass
     save_steps, global_step = meta.get("save_steps"), meta.get("global_step")
     if isinstance(save_steps, int) and save_steps > 0:

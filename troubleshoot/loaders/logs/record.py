@@ -30,12 +30,14 @@ class Record:
     text: str = ""
 
 
-def to_float(text: str | None) -> float | None:
-    """float() that also reads 'nan' / 'inf' and never raises."""
+def to_float(text: str | float | None) -> float | None:
+    """float() that also reads 'nan' / 'inf' and never raises (an int of 400 digits is inf)."""
     if text is None:
         return None
     try:
         return float(text)
+    except OverflowError:  # an int of 400 digits
+        return math.inf if text > 0 else -math.inf
     except ValueError:
         t = text.strip().strip("'\"").lower()
         if t in ("nan", "-nan", "inf", "-inf", "infinity", "-infinity"):
@@ -43,7 +45,7 @@ def to_float(text: str | None) -> float | None:
         return None
 
 
-def to_int(text: str | None) -> int | None:
+def to_int(text: str | float | None) -> int | None:
     """``to_float`` as an int; None for a non-finite value."""
     v = to_float(text)
     return int(v) if v is not None and math.isfinite(v) else None
@@ -90,13 +92,11 @@ def record_from_dict(d: dict, line: int, counter: int) -> Record | None:
             vals[slot] = v
     if "train_runtime" in d or ("loss" not in vals and "val_loss" not in vals):
         return None  # end-of-training summaries repeat an average loss
-    step = to_int(str(vals["step"])) if "step" in vals else counter
+    step = to_int(vals["step"]) if "step" in vals else counter
 
     def f(slot: str) -> float | None:
         v = vals.get(slot)
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            return float(v)
-        return to_float(v) if isinstance(v, str) else None
+        return to_float(v) if isinstance(v, (int, float, str)) and not isinstance(v, bool) else None
 
     if "loss" not in vals:
         return Record("val", step, val_loss=f("val_loss"), line=line)

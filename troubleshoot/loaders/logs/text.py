@@ -23,7 +23,9 @@ MAX_LINE = 1 << 16         # characters of one line that are parsed; the rest is
 # reading text in bounded chunks
 
 def encoding_of(head: bytes) -> str:
-    """UTF-16 when the file starts with its byte-order mark, else UTF-8."""
+    """UTF-32 or UTF-16 when the file starts with its byte-order mark, else UTF-8."""
+    if head[:4] in (b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff"):
+        return "utf-32"
     return "utf-16" if head[:2] in (b"\xff\xfe", b"\xfe\xff") else "utf-8"
 
 
@@ -32,8 +34,14 @@ def iter_lines(path: Path, encoding: str = "utf-8", max_bytes: int | None = None
 
     A line longer than MAX_LINE yields its first MAX_LINE characters once; the rest of it is
     read and dropped. A partial last line (no newline) is yielded as it is. ``max_bytes`` stops
-    reading after that many bytes (the sniffer's budget, whatever the line lengths).
+    reading after that many bytes (the sniffer's budget, whatever the line lengths). A lone CR
+    ends a line too (tqdm redraws its bar with CR only), and ANSI colour codes are dropped.
     """
+    for lineno, line in _raw_lines(path, encoding, max_bytes):
+        yield lineno, ANSI.sub("", line) if "\x1b" in line else line
+
+
+def _raw_lines(path: Path, encoding: str, max_bytes: int | None) -> Iterator[tuple[int, str]]:
     if encoding != "utf-8":
         yield from _iter_lines_decoded(path, encoding, max_bytes)
         return
@@ -44,6 +52,10 @@ def iter_lines(path: Path, encoding: str = "utf-8", max_bytes: int | None = None
             if not chunk:
                 break
             read += len(chunk)
+            if b"\r" in chunk:
+                if chunk.endswith(b"\r"):  # keep a CRLF together
+                    chunk += f.read(1)
+                chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
             buf = carry + chunk if carry else chunk
             cut = buf.rfind(b"\n")
             if cut < 0:
@@ -99,9 +111,13 @@ SAVE = re.compile(r"sav(?:ing|ed) checkpoint (?:at|from) iteration\s+(\d+)")
 LOAD = re.compile(r"load(?:ing|ed) checkpoint from .*? at iteration\s+(\d+)")
 SAVE_PATH = re.compile(r"[Ss]aving (?:model )?checkpoint:? (?:to )?(\S+)")
 STEP_IN_PATH = re.compile(r"(?:global_step|checkpoint-|iter_)0*(\d+)")
-OVERFLOW = re.compile(r"(?:OVERFLOW!|[Oo]verflow detected|Gradient overflow|[Gg]rad overflow)"
-                      r".*?(?:loss scale: ?([\d.eE+-]+), reducing to ([\d.eE+-]+)"
-                      r"|reducing loss scale to ([\d.eE+-]+)|on iteration (\d+))")
+# An overflow line is a head, then (anywhere after it) the scale or the iteration. The two are
+# searched one after the other: one ``head.*?tail`` pattern retries the tail from every head and
+# takes quadratic time on a 64 KB line of repeated "OVERFLOW!" (docs/resource-policy.md).
+OVERFLOW_HEAD = re.compile(r"OVERFLOW!|[Oo]verflow detected|Gradient overflow|[Gg]rad overflow")
+OVERFLOW_TAIL = re.compile(r"loss scale: ?([\d.eE+-]+), reducing to ([\d.eE+-]+)"
+                           r"|reducing loss scale to ([\d.eE+-]+)|on iteration (\d+)")
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")  # colour and cursor codes of coloured loggers
 REDUCE = re.compile(r"Reducing dynamic loss scale from ([\d.eE+-]+) to ([\d.eE+-]+)")
 DS_STEP = re.compile(r"\bstep=(\d+), skipped=(\d+), lr=\[([^\],]+)")
 DS_LOSS = re.compile(r"\bsteps: (\d+) loss: ([-+\w.]+)")
@@ -143,14 +159,14 @@ def text_records(path: Path, encoding: str) -> Iterator[Record]:
         rec: Record | None = None
         if "iteration" in line:
             if "validation loss at" in line:
-                m = MEG_VAL.search(line)
+                m = MEG_VAL.search(line[:4096])
                 if m:
                     fields = _meg_fields(m.group(2), 0)
                     val = next((v for k, v in fields.items() if k.endswith("loss value")), None)
                     it = int(m.group(1)) if m.group(1) else last_it
                     rec = Record("val", it, val_loss=to_float(val), line=lineno)
             elif "checkpoint" in line:
-                m = SAVE.search(line) or LOAD.search(line)
+                m = SAVE.search(line) or LOAD.search(line[:4096])  # .*? in LOAD: bounded
                 if m:
                     rec = Record("save" if "sav" in m.group(0) else "load", int(m.group(1)), line=lineno)
             else:
@@ -269,9 +285,15 @@ def _meg_fast_record(groups: tuple, num: Callable[[str], float | None], lineno: 
                   s / 1000.0 if s is not None and unit == "ms" else s, float(gbs), lineno)
 
 
+def overflow_search(line: str) -> re.Match | None:
+    """The OVERFLOW_TAIL match after the first overflow head of ``line``, in linear time."""
+    head = OVERFLOW_HEAD.search(line)
+    return OVERFLOW_TAIL.search(line, head.end()) if head else None
+
+
 def _overflow(line: str, lineno: int) -> Record | None:
     """An fp16 overflow line (DeepSpeed / apex / Megatron wording) with the scale it reduced to."""
-    m = OVERFLOW.search(line)
+    m = overflow_search(line)
     if m:
         _, reduced, reduced2, it = m.groups()  # the attempted scale is not needed
         return Record("overflow", to_int(it), loss_scale=to_float(reduced or reduced2), line=lineno,

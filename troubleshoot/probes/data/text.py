@@ -33,7 +33,7 @@ from collections import Counter
 from pathlib import Path
 
 from ...loaders.batch import Batch
-from ...loaders.tokenizer import Specials, load_tokenizer
+from ...loaders.tokenizer import Specials, load_tokenizer, template_over_budget
 from ...observations import Observations
 from .labels import DEFAULTS as TOKEN_DEFAULTS
 from .labels import double_bos, eos_checks, periodic_runs, publish, range_check
@@ -192,8 +192,14 @@ def tokenised(b: Batch, spec: Specials, obs: Observations, folder: Path) -> None
         return
     rows, lines = [], []
     for t in b.texts[:MAX_TOKENIZE]:
+        template = t.messages and getattr(tok, "chat_template", None)
+        why = template and template_over_budget(template, t.messages, dict(tok.special_tokens_map))
+        if why:
+            obs.find("data.text.template_refused", "warning", f"the chat template of {folder.name} was not "
+                     f"rendered: it {why} (docs/resource-policy.md)", f"{b.path}: line {t.line}")
+            return
         try:
-            if t.messages and getattr(tok, "chat_template", None):
+            if template:
                 out = tok.apply_chat_template(t.messages, tokenize=True)
                 ids = out["input_ids"] if isinstance(out, dict) or hasattr(out, "keys") else out
             else:

@@ -83,17 +83,21 @@ def _import_file(spec: str, target: str):
     path = Path(target)
     if not path.is_file():
         raise _factory_error(spec, f"no such file {target}")
+    if path.suffix != ".py":
+        raise _factory_error(spec, f"{path.name} is not a Python file (.py expected)")
     name = "llmfix_factory_" + path.stem
     mod_spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(mod_spec)
     sys.modules[name] = module  # dataclasses and pickling look their module up here
     sys.path.insert(0, str(path.resolve().parent))
+    bytecode, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # never write the user's __pycache__/
     try:
         mod_spec.loader.exec_module(module)
     except Exception as err:
         sys.modules.pop(name, None)
         raise _factory_error(spec, f"importing {target} failed: {one_line(err)}") from None
     finally:
+        sys.dont_write_bytecode = bytecode
         sys.path.remove(str(path.resolve().parent))
     return module
 
@@ -103,6 +107,7 @@ def _import_module(spec: str, target: str):
     added = os.getcwd() not in sys.path
     if added:
         sys.path.insert(0, os.getcwd())
+    bytecode, sys.dont_write_bytecode = sys.dont_write_bytecode, True
     try:
         return importlib.import_module(target)
     except Exception as err:
@@ -110,6 +115,7 @@ def _import_module(spec: str, target: str):
             raise _factory_error(spec, f"no module named {target!r}") from None
         raise _factory_error(spec, f"importing {target} failed: {one_line(err)}") from None
     finally:
+        sys.dont_write_bytecode = bytecode
         if added:
             sys.path.remove(os.getcwd())
 

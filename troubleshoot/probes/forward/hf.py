@@ -33,6 +33,10 @@ def build_from_checkpoint(folder: Path, device, force: bool = False):
             config = AutoConfig.from_pretrained(str(folder), local_files_only=True,
                                                 trust_remote_code=False)
             auto = _auto_class(config)
+            estimate = config_params_estimate(config)
+            skip = estimate is not None and caps_skip(estimate, device, force)
+            if skip:  # building even on the meta device takes minutes for 100k layers
+                return skip
             with torch.device("meta"):
                 n_params = sum(p.numel() for p in auto.from_config(config).parameters())
         except Exception as err:  # unknown model_type, custom code, broken config.json
@@ -61,6 +65,19 @@ def build_from_checkpoint(folder: Path, device, force: bool = False):
         max_positions=config_max_positions(config), n_params=n_params, accepts=accepts(module),
         pad_token_id=config_pad_id(config), initializer_range=getattr(config, "initializer_range", None),
         kind=type(module).__name__, notes=notes)
+
+
+def config_params_estimate(config) -> int | None:
+    """12 * layers * hidden^2 + vocab * hidden from the config alone (None when a size is missing);
+    ValueError naming the field when a size is not a positive integer."""
+    sizes = {name: getattr(config, name, None) for name in ("num_hidden_layers", "hidden_size", "vocab_size")}
+    for name, value in sizes.items():
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+            raise ValueError(f"config.json: {name} = {str(value)[:40]} is not a positive integer")
+    layers, hidden, vocab = sizes.values()
+    if layers is None or hidden is None:
+        return None
+    return 12 * layers * hidden * hidden + (vocab or 0) * hidden
 
 
 def _auto_class(config):

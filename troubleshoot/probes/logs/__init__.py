@@ -74,6 +74,10 @@ def run(ctx: ProbeContext) -> Observations:
         findings(rd, obs)
         readings.append(rd)
     if not readings:
+        told = any(f.id == "logs.tensorboard_missing" for f in obs.findings)  # it says what to install
+        if any(a.kind == "log" for a in ctx.artifacts) and not told:  # logs given, none readable
+            obs.find("logs.nothing_read", "error", "no log in this folder could be read: give the log your "
+                     "trainer printed, its JSONL metrics or trainer_state.json", ctx.artifacts[0].path)
         return obs
     facts(max(readings, key=lambda r: RANK.get(r.main.severity, 0) if r.main else -1), obs)
     obs.attachments["logs"] = {"timelines": [timeline(rd) for rd in readings]}

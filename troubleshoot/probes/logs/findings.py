@@ -7,6 +7,8 @@ finding each.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 from ...loaders.logs import formats
 from ...observations import Observations
 from . import trends
@@ -78,6 +80,10 @@ def _summary_findings(s: Summary, obs: Observations) -> None:
     obs.find("logs.summary", "info", f"parsed {s.records} training records ({formats.get(s.fmt).detail}), "
              f"{span}{every}{loss}", s.path,
              {"format": s.fmt, "records": s.records, "first": s.first_it, "last": s.last_it})
+    if not s.records:
+        obs.find("logs.nothing_read", "error", f"no training records could be read from {Path(s.path).name}: "
+                 "give the log your trainer printed (a line per step with the loss), its JSONL metrics or "
+                 "trainer_state.json", s.path)
     if s.truncated:
         obs.find("logs.truncated", "warning", f"log cut short ({s.truncated}); the {s.records} "
                  "records before that were analysed", s.path)
