@@ -111,4 +111,6 @@ def _fact(kb: KnowledgeBase, spec: FactSpec, width: int) -> str:
     for check in kb.checks_for(spec.name):
         lines += hang(f"  asked by {check.symptom}: ", check.ask, width)
     lines.append(f"  give it: --answer {spec.name}=VALUE")
+    if spec.name in kb.findings:  # a probe also reports it as a finding of the same name
+        lines += ["", _finding(kb.findings[spec.name]).rstrip("\n")]
     return "\n".join(lines) + "\n"
