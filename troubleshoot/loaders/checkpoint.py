@@ -253,8 +253,11 @@ def _open_hf(root: Path, path: Path) -> Checkpoint:
     if "scaler.pt" in files:
         ckpt.extra["scaler_file"] = files["scaler.pt"]
     if "trainer_state.json" in files:
-        ckpt.trainer_state = _read_json(files["trainer_state.json"])
-        step = ckpt.trainer_state.get("global_step")
+        try:
+            ckpt.trainer_state = _read_json(files["trainer_state.json"])
+        except ArtifactError as err:  # too large or broken: the rest of the folder is still worth probing
+            ckpt.unreadable.append((files["trainer_state.json"], err.problem))
+        step = (ckpt.trainer_state or {}).get("global_step")
         if isinstance(step, int):
             ckpt.iteration, ckpt.iteration_source = step, f"{ckpt.rel(files['trainer_state.json'])} global_step"
     elif CKPT_DIR.match(root.name):

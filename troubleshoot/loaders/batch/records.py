@@ -46,16 +46,17 @@ def head_records(path: Path) -> list[dict]:
             rec = json.loads(line)
         except (ValueError, RecursionError):
             if not records and path.suffix.lower() == ".json":
-                return _head_json_object(path)
+                return _head_json_object(path, text)
             continue
         if isinstance(rec, dict):
             records.append(rec)
     return records
 
 
-def _head_json_object(path: Path) -> list[dict]:
-    """A pretty-printed .json: a dict of columns ({"input_ids": [[...]]}) counts as records."""
-    if path.stat().st_size > MAX_JSON_BYTES:
+def _head_json_object(path: Path, head: str) -> list[dict]:
+    """A pretty-printed .json: a dict of columns ({"input_ids": [[...]]}) counts as records. It is
+    parsed whole only when its first MiB names such a column: a 100 MB trainer_state.json is not."""
+    if path.stat().st_size > MAX_JSON_BYTES or not any(f'"{k}"' in head for k in ID_KEYS + TEXT_KEYS):
         return []
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
