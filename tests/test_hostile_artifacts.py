@@ -5,6 +5,7 @@ no input is changed. Bounds are those of docs/resource-policy.md."""
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import random
@@ -50,7 +51,7 @@ def st_file(header, data: bytes = b"") -> bytes:
 
 def hf_folder(d: Path, **config) -> Path:
     d.mkdir()
-    cfg = dict(model_type="gpt2", vocab_size=100, n_embd=32, n_layer=2, n_head=4, n_positions=64)
+    cfg = {"model_type": "gpt2", "vocab_size": 100, "n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 64}
     (d / "config.json").write_text(json.dumps({**cfg, **config}))
     return d
 
@@ -329,7 +330,7 @@ def test_safetensors_header_is_valid_or_one_line_error(tmp_path, header, data_le
     end = path.stat().st_size
     for info in infos:  # every byte range lies after the header, inside the file, in order
         assert info.nbytes >= 0 and info.start >= end - data_len and info.start + info.nbytes <= end
-    assert all(a.start + a.nbytes <= b.start for a, b in zip(infos, infos[1:]))
+    assert all(a.start + a.nbytes <= b.start for a, b in itertools.pairwise(infos))
 
 
 log_lines = st.lists(st.one_of(

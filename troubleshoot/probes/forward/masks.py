@@ -25,8 +25,8 @@ reference logit: RTOL per dtype). Sample::
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 from ...errors import LlmfixError
 from .model import SEED, LoadedModel, loaded_model
