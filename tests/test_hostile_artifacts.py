@@ -257,7 +257,8 @@ def _template_bomb(d: Path) -> Path:
 def test_no_hang_or_blowup(name, tmp_path, baseline_rss):
     made = BLOWUPS[name](tmp_path)
     paths = [str(p) for p in (made if isinstance(made, tuple) else (made,))]
-    code, err, seconds, rss = run_child(*paths)
+    static = [] if name.startswith("n_layer") else ["--static"]  # n_layer: the forward probe's estimate
+    code, err, seconds, rss = run_child(*static, *paths)
     assert code in (0, 1, 2) and "Traceback" not in err, err
     assert seconds < MAX_SECONDS, f"{seconds:.1f} s"
     assert rss - baseline_rss < MAX_EXTRA_RSS, f"{(rss - baseline_rss) >> 20} MiB over the baseline"
@@ -364,4 +365,4 @@ def test_parse_json_is_json_or_one_line_error(data):
 def test_chat_template_budget(template):
     start = time.monotonic()
     assert template_over_budget(template, [{"role": "user", "content": "hi"}], {}) is not None
-    assert time.monotonic() - start < 5
+    assert time.monotonic() - start < 10  # the timer stops a render at MAX_TEMPLATE_SECONDS (2 s)
