@@ -104,6 +104,7 @@ CASES = {
     "config-eos-10-30": (lambda d: hf_folder(d / "m", eos_token_id=10 ** 30), "problem"),
     "config-fifo": (lambda d: _fifo(d / "m" / "config.json").parent, "error"),
     "checkpoint-dangling-weights": (lambda d: _dangling(hf_folder(d / "m"), "model.safetensors"), "problem"),
+    "checkpoint-fifo-weights": (lambda d: _fifo(hf_folder(d / "m") / "model.safetensors").parent, "problem"),
     "index-weight-map-list": (lambda d: _write(hf_folder(d / "m") / "model.safetensors.index.json",
                                                b'{"weight_map": ["a", "b"]}').parent, "error"),
     "safetensors-offsets-dict": (lambda d: _st(d, {"a": {"dtype": "F32", "shape": [2], "data_offsets": {"a": 1}}}),

@@ -218,8 +218,9 @@ def _open_hf(root: Path, path: Path) -> Checkpoint:
     entries = list(root.iterdir())
     files = {e.name: e for e in entries if e.is_file()}
     ckpt = Checkpoint(path=path, root=root, kind="hf-checkpoint")
-    ckpt.unreadable += [(e, "a dangling symlink (its target is gone)")
-                        for e in entries if e.is_symlink() and not e.exists()]
+    ckpt.unreadable += [(e, "not a regular file (a pipe or device); never opened" if e.exists()
+                         else "a dangling symlink (its target is gone)")
+                        for e in entries if not e.is_file() and not e.is_dir()]
     weights = sorted(f for n, f in files.items() if HF_WEIGHTS.match(n))
     safet = [f for f in weights if f.suffix == ".safetensors"]
     ckpt.weight_files = safet or weights  # both present: transformers reads the safetensors
