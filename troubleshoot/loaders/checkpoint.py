@@ -236,8 +236,9 @@ def _open_hf(root: Path, path: Path) -> Checkpoint:
     entries = list(root.iterdir())
     files = {e.name: e for e in entries if e.is_file()}
     ckpt = Checkpoint(path=path, root=root, kind="hf-checkpoint")
-    ckpt.unreadable += [(e, "a dangling symlink (its target is gone)")
-                        for e in entries if e.is_symlink() and not e.exists()]
+    ckpt.unreadable += [(e, "not a regular file (a pipe or device); never opened" if e.exists()
+                         else "a dangling symlink (its target is gone)")
+                        for e in entries if not e.is_file() and not e.is_dir()]
     weights = sorted(f for n, f in files.items() if HF_WEIGHTS.match(n))
     safet = [f for f in weights if f.suffix == ".safetensors"]
     ckpt.weight_files = safet or weights  # both present: transformers reads the safetensors
@@ -271,8 +272,11 @@ def _open_hf(root: Path, path: Path) -> Checkpoint:
     if "scaler.pt" in files:
         ckpt.extra["scaler_file"] = files["scaler.pt"]
     if "trainer_state.json" in files:
-        ckpt.trainer_state = _read_json(files["trainer_state.json"])
-        step = ckpt.trainer_state.get("global_step")
+        try:
+            ckpt.trainer_state = _read_json(files["trainer_state.json"])
+        except ArtifactError as err:  # too large or broken: the rest of the folder is still worth probing
+            ckpt.unreadable.append((files["trainer_state.json"], err.problem))
+        step = (ckpt.trainer_state or {}).get("global_step")
         if isinstance(step, int):
             ckpt.iteration, ckpt.iteration_source = step, f"{ckpt.rel(files['trainer_state.json'])} global_step"
     elif CKPT_DIR.match(root.name):

@@ -31,11 +31,16 @@ from .rows import (
 )
 
 
+MAX_FIRST_RECORD = 64 << 20  # bytes of one JSONL record the sniffer reads to recognise the file
+
+
 def head_records(path: Path) -> list[dict]:
     """The first few JSON records of a .jsonl / .json file; [] when it is not JSON records."""
     try:
         with open(path, "rb") as f:
             head = f.read(1 << 20)
+            if b"\n" not in head:  # a first record over 1 MiB (long documents): read to its end
+                head += f.readline(MAX_FIRST_RECORD)
     except OSError:
         return []
     text = head.decode("utf-8", errors="replace").lstrip("\ufeff \t\r\n")
@@ -44,7 +49,7 @@ def head_records(path: Path) -> list[dict]:
             return [{"text": ""}] if '"input_ids"' in text or '"text"' in text else []
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError, OSError):
+        except (ValueError, RecursionError, OSError):  # bad, too deep or 4300+-digit JSON
             return []
         return [r for r in data[:SNIFF_LINES] if isinstance(r, dict)] if isinstance(data, list) else []
     records = []
@@ -53,22 +58,23 @@ def head_records(path: Path) -> list[dict]:
             continue
         try:
             rec = json.loads(line)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             if not records and path.suffix.lower() == ".json":
-                return _head_json_object(path)
+                return _head_json_object(path, text)
             continue
         if isinstance(rec, dict):
             records.append(rec)
     return records
 
 
-def _head_json_object(path: Path) -> list[dict]:
-    """A pretty-printed .json: a dict of columns ({"input_ids": [[...]]}) counts as records."""
-    if path.stat().st_size > MAX_JSON_BYTES:
+def _head_json_object(path: Path, head: str) -> list[dict]:
+    """A pretty-printed .json: a dict of columns ({"input_ids": [[...]]}) counts as records. It is
+    parsed whole only when its first MiB names such a column: a 100 MB trainer_state.json is not."""
+    if path.stat().st_size > MAX_JSON_BYTES or not any(f'"{k}"' in head for k in ID_KEYS + TEXT_KEYS):
         return []
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, OSError):
+    except (ValueError, RecursionError, OSError):  # bad, too deep or 4300+-digit JSON
         return []
     if isinstance(data, dict) and any(isinstance(data.get(k), list) for k in ID_KEYS + TEXT_KEYS):
         return [{k: None for k in data}]
@@ -99,7 +105,7 @@ def count_records(path: Path) -> str:
     if data.lstrip().startswith(b"[") or path.suffix.lower() == ".json":
         try:
             doc = json.loads(data)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, RecursionError):
             doc = None  # a .json holding JSON lines
         if isinstance(doc, list):
             return str(len(doc))
@@ -174,7 +180,7 @@ def _iter_records(path: Path, bad: list[int]):
                                       "cap; write it as .jsonl (one record per line) to stream it")
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        except (ValueError, RecursionError) as err:
             if not start.startswith(b"["):
                 data = None  # maybe .json holding JSON lines
             else:
@@ -191,7 +197,7 @@ def _iter_records(path: Path, bad: list[int]):
                 continue
             try:
                 yield line_no, json.loads(line)
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):
                 bad.append(line_no)
 
 

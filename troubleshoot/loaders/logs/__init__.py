@@ -33,6 +33,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ...errors import ArtifactError
+from ...files import regular_file
 from ...observations import Artifact
 from . import formats
 from .record import Record
@@ -53,8 +54,10 @@ def _is_log_name(p: Path) -> bool:
 def detect_format(path: Path) -> str | None:
     """The name of the log format of ``path`` by content (see ``formats``), or None if not a log.
 
-    Raises ArtifactError for binary content under a log-like name ("train.log" that is not text).
+    Raises ArtifactError for binary content under a log-like name ("train.log" that is not text),
+    and for anything that is not a regular file (a FIFO would block, /dev/zero never end).
     """
+    regular_file(path)
     with open(path, "rb") as f:
         raw = f.read(65536)
     for fmt in formats.FORMATS:
@@ -127,8 +130,9 @@ def find_logs_in(folder: str | Path) -> list[Path]:
                 break
     events = [p for depth in ("", "*/", "*/*/", "*/*/*/") for p in root.glob(f"{depth}events.out.tfevents*")]
     found.extend(sorted(events)[:20])
-    found.extend(sorted(p for p in root.iterdir()
-                        if p.is_file() and p.suffix in (".log", ".out") and p.stat().st_size > 0)[:10])
+    found.extend(sorted(p for p in root.iterdir()  # a FIFO or device named x.log is listed to be reported
+                        if p.suffix in (".log", ".out") and not p.is_dir()
+                        and (not p.is_file() or p.stat().st_size > 0))[:10])
     return found
 
 
