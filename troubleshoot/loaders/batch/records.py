@@ -30,7 +30,6 @@ from .rows import (
     scalar,
 )
 
-
 MAX_FIRST_RECORD = 64 << 20  # bytes of one JSONL record the sniffer reads to recognise the file
 
 
