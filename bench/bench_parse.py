@@ -29,9 +29,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from troubleshoot.errors import ArtifactError
-from troubleshoot.files import parse_json
-from troubleshoot.loaders.logs import iter_records
+from troubleshoot.errors import ArtifactError  # noqa: E402 - after the path insert
+from troubleshoot.files import parse_json  # noqa: E402
+from troubleshoot.loaders.logs import iter_records  # noqa: E402
 
 MB = 1 << 20
 
