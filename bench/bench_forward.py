@@ -152,15 +152,16 @@ def probe_times(model, device: str) -> dict:
     """Wall time of building the model from an HF folder, gradflow and masks (fp32 checkpoint);
     gradflow again with a user batch of 8 x 256 (cut to the caps: CPU_MAX_TOKENS on CPU), and on
     the same model saved in bf16 (two passes: bf16, then fp32)."""
-    from troubleshoot.probes.forward.model import model_for
     from troubleshoot.probes.forward.caps import MAX_BATCH, MAX_SEQ
+    from troubleshoot.probes.forward.model import model_for
 
     out: dict = {}
     with tempfile.TemporaryDirectory() as tmp:
         folder, batch = Path(tmp) / "fp32", Path(tmp) / "batch.pt"
         model.config.dtype = torch.float32
         model.save_pretrained(folder)
-        ids = torch.randint(0, model.config.vocab_size, (MAX_BATCH, MAX_SEQ), generator=torch.Generator().manual_seed(1))
+        gen = torch.Generator().manual_seed(1)
+        ids = torch.randint(0, model.config.vocab_size, (MAX_BATCH, MAX_SEQ), generator=gen)
         torch.save({"input_ids": ids, "attention_mask": torch.ones_like(ids)}, batch)
         ctx = ProbeContext([Artifact(str(folder), "hf-checkpoint")], device=device)
         t0 = time.perf_counter()

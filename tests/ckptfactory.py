@@ -16,8 +16,8 @@ import json
 import math
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
 

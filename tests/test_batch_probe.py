@@ -6,15 +6,15 @@ import json
 import os
 import pickle
 
+import batchfactory as bf
 import pytest
 import torch
 
-import batchfactory as bf
 from troubleshoot.errors import ArtifactError, UnsafePickleError
 from troubleshoot.loaders import batch as loader
+from troubleshoot.loaders import detect
 from troubleshoot.loaders.batch import rows
 from troubleshoot.observations import Artifact
-from troubleshoot.loaders import detect
 from troubleshoot.probes import ProbeContext, run_all
 from troubleshoot.probes.data import batch as probe
 

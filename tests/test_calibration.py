@@ -11,13 +11,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import batchfactory as B
+import ckptfactory as F
 import pytest
-import torch
 import yaml
 from click.testing import CliRunner
 
-import batchfactory as B
-import ckptfactory as F
 from troubleshoot import cli
 
 CAL = Path(__file__).parent / "calibration"

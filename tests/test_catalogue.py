@@ -2,13 +2,13 @@
 from pathlib import Path
 
 import pytest
+from seedorigins import ORIGINS, cites
 
 from troubleshoot import contracts
 from troubleshoot.knowledge.lint import lint
 from troubleshoot.knowledge.read import knowledge_root
 
 TESTS = Path(__file__).resolve().parent
-from seedorigins import ORIGINS, cites
 
 
 def test_lint_is_clean():

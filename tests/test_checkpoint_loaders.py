@@ -4,10 +4,10 @@ from __future__ import annotations
 import json
 import warnings
 
+import ckptfactory as F
 import pytest
 import torch
 
-import ckptfactory as F
 from troubleshoot.errors import ArtifactError
 from troubleshoot.loaders import checkpoint, detect
 from troubleshoot.loaders.checkpoint import iter_weights, open_checkpoint, weight_shapes
@@ -134,7 +134,7 @@ def test_streamed_tensors_are_private_copies(art, tmp_path_factory):
     """Tensors come from copy-on-write maps: writing to one never reaches the file."""
     f = F.copy(art("gpt2-safetensors"), tmp_path_factory, "cow") / "model.safetensors"
     before = f.read_bytes()
-    for name, t in iter_safetensors(f):
+    for _, t in iter_safetensors(f):
         t.add_(1.0)
     assert f.read_bytes() == before
     infos = list_safetensors(f)
@@ -215,3 +215,13 @@ def test_corrupt_pickle(tmp_path):
     with pytest.raises(ArtifactError) as e:
         detect(bad)
     _one_line(e.value, "cannot read torch file")
+
+
+def test_the_open_checkpoint_cache_is_bounded(tmp_path):
+    paths = []
+    for i in range(checkpoint.CACHE_SIZE + 3):
+        paths.append(tmp_path / f"sd{i}.pt")
+        torch.save({"w": torch.zeros(2)}, paths[-1])
+        open_checkpoint(paths[-1])
+    assert len(checkpoint._CACHE) == checkpoint.CACHE_SIZE
+    assert open_checkpoint(paths[-1]) is open_checkpoint(paths[-1])  # the newest stay cached

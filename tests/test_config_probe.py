@@ -5,9 +5,9 @@ import json
 import math
 import warnings
 
+import ckptfactory as F
 import pytest
 
-import ckptfactory as F
 from troubleshoot.loaders import detect
 from troubleshoot.probes import ProbeContext, config, run_all
 

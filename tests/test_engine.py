@@ -1,7 +1,7 @@
 """The likelihood-ratio engine on a minimal knowledge tree: scores are recomputable by hand."""
 import pytest
 
-from troubleshoot.engine import diagnose, open_questions, score_cause, State
+from troubleshoot.engine import State, diagnose, open_questions, score_cause
 from troubleshoot.knowledge.read import load_with_problems
 from troubleshoot.observations import Fact, Observations
 

@@ -57,9 +57,6 @@ BROKEN = [
     ("bad cause id", "id: nan-loss.lr-too-high", "id: lr_too_high", "expected a cause id 'nan-loss.<kebab-case>'"),
     ("unknown fact type", "type: bool, description: NaN within", "type: boolean, description: NaN within",
      "expected bool, number, choice or text, got 'boolean'"),
-    ("probe hint nothing answers", "    ask: Which precision do you train in?\n",
-     "    ask: Which precision do you train in?\n    probe: llmfix probe train.log\n",
-     "rules/nan-loss.yaml:17: checks[2].probe: no probe publishes 'train.precision'"),
     ("observed_when reads an unknown fact", "summary: The training loss turns into NaN or Inf.\n",
      "summary: The training loss turns into NaN or Inf.\nobserved_when: logs.nann == true\n",
      "observed_when: unknown fact 'logs.nann'"),
@@ -71,6 +68,9 @@ BROKEN = [
     ("defined_when reads an unknown fact", "description: NaN within the first 100 steps.}",
      "description: NaN within the first 100 steps., defined_when: logs.nope == true}",
      "nanloss.early.defined_when: unknown fact 'logs.nope'"),
+    ("probe hint nothing answers", "    ask: Did the NaN appear within the first 100 steps?\n",
+     "    ask: Did the NaN appear within the first 100 steps?\n    probe: llmfix probe train.log\n",
+     "rules/nan-loss.yaml:14: checks[1].probe: no probe publishes 'nanloss.early'"),
 ]
 
 
@@ -104,7 +104,7 @@ def test_shared_facts_need_a_merge_rule(mini_root, monkeypatch):
 
     assert not new_problems(mini_root)
     monkeypatch.delitem(probes.SHARED_FACTS, "weights.nonfinite")
-    assert any("fact 'weights.nonfinite' is published by weights and gradflow but has no merge rule" in p
+    assert any("fact 'weights.nonfinite' is published by weights and gradflow and incident but has no merge rule" in p
                for p in new_problems(mini_root))
 
 

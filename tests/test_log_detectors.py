@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import random
 
+import logfactory as LF
 import pytest
 
-import logfactory as LF
 from troubleshoot.loaders import detect
 from troubleshoot.observations import Artifact
 from troubleshoot.probes import ProbeContext
@@ -340,3 +340,19 @@ def test_memory_stays_bounded_on_a_long_run(tmp_path):
     s = analyse(path)
     assert s.records == 60000 and len(s.blocks.it) <= MAX_BLOCKS
     assert len(s.loss.recent) <= D.LEVEL_WINDOW and len(s.loss.hist) <= D.LOOKBACK
+
+
+def test_two_runs_appended_out_of_order_keep_their_nan(tmp_path):
+    """`cat run2.log run1.log`: iterations go back; the NaN of the later run is still reported and
+    the timeline and the figure place every record between the smallest and largest iteration."""
+    rows = [dict(r, it=r["it"] + 3000) for r in LF.simulate(LF.Run(iters=3000, interval=10, seed=21))]
+    rows[100]["loss"] = float("nan")
+    second = LF.write_megatron(tmp_path / "r2.log", rows)
+    first = LF.write_megatron(tmp_path / "r1.log", LF.simulate(LF.Run(iters=3000, interval=10, seed=22)))
+    mixed = tmp_path / "mixed.log"
+    mixed.write_text(second.read_text() + first.read_text())
+    obs = run_probe(mixed)
+    assert "logs.nan" in {f.id for f in errors(obs)} and "logs.restart" in {f.id for f in obs.findings}
+    lines = timeline_lines(obs.attachments)
+    assert lines and all(len(line) < 140 for line in lines)
+    assert [f.id for f in write_plots(obs.attachments, str(tmp_path / "m.png"))] == ["logs.plot"]

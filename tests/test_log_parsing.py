@@ -8,9 +8,9 @@ import sys
 import types
 from pathlib import Path
 
+import logfactory as LF
 import pytest
 
-import logfactory as LF
 from troubleshoot.errors import ArtifactError
 from troubleshoot.loaders import detect
 from troubleshoot.loaders import logs as L
@@ -302,7 +302,7 @@ def test_garbage_mixed_encodings_and_a_cut_last_line(tmp_path):
     rows = LF.simulate(LF.Run(iters=1000, interval=10))
     lines = [LF.megatron_line(r["it"], 1000, r["loss"], r["lr"], r["ls"], r["gn"]) for r in rows]
     blob = ("\n".join(lines[:50]) + "\n").encode() + b"\x00\xff\xfe caf\xe9 \x80\x81 garbage\r\n" \
-        + "Traceback (most recent call last):\n  File \"x.py\", line 3\n".encode() \
+        + b"Traceback (most recent call last):\n  File \"x.py\", line 3\n" \
         + ("\n".join(lines[50:]) + "\n").encode()[:-60]
     p = tmp_path / "train.log"
     p.write_bytes(blob)

@@ -13,7 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from troubleshoot.observations import Artifact  # noqa: E402
-from troubleshoot.probes import ProbeContext
+from troubleshoot.probes import ProbeContext  # noqa: E402
 from troubleshoot.probes.forward import masks  # noqa: E402
 
 HERE = Path(__file__).parent

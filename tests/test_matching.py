@@ -65,7 +65,11 @@ def test_matcher_index_cache_follows_the_matcher_code(tmp_path, monkeypatch):
     fake = tmp_path / "matcher_v1.py"
     fake.write_text("v1")
     calls = []
-    build = lambda: calls.append(1) or {"entries": [], "idf": {}}
+
+    def build():
+        calls.append(1)
+        return {"entries": [], "idf": {}}
+
     M.memo(kb, "matcher-test", build, code=str(fake))
     M.memo(kb, "matcher-test", build, code=str(fake))
     assert len(calls) == 1

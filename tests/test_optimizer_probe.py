@@ -4,10 +4,10 @@ from __future__ import annotations
 import json
 import warnings
 
+import ckptfactory as F
 import pytest
 import torch
 
-import ckptfactory as F
 from troubleshoot.loaders import detect
 from troubleshoot.probes import ProbeContext, optimizer
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import batchfactory as B
+import ckptfactory as F
 import pytest
 import torch
 from click.testing import CliRunner
 
-import batchfactory as B
-import ckptfactory as F
 from troubleshoot import cli
 
 
@@ -136,6 +136,7 @@ def test_a_crashing_probe_is_an_error_not_silence(tmp_path, ckpt, monkeypatch):
 def test_families_publish_only_what_they_declare(tmp_path, ckpt):
     """PUBLISHES is what kb lint trusts: every fact a family really publishes must be in it."""
     import logfactory as LF
+
     from troubleshoot.loaders import detect
     from troubleshoot.probes import FAMILIES, ProbeContext, family_module, publishes
 

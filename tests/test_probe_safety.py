@@ -5,10 +5,10 @@ import hashlib
 import os
 import warnings
 
+import ckptfactory as F
 import pytest
 import torch
 
-import ckptfactory as F
 from troubleshoot.errors import ArtifactError, UnsafePickleError
 from troubleshoot.loaders import detect
 from troubleshoot.loaders.checkpoint import open_checkpoint
@@ -57,7 +57,9 @@ def test_malicious_files_in_trainer_and_megatron_folders(art, tmp_path_factory):
     ck = out / "checkpoint-6"
     for name in ("training_args.bin", "rng_state.pth", "optimizer.pt", "scheduler.pt"):
         F.malicious_pt(ck / name, marker)
+    before = list(open_checkpoint(out).unreadable)
     obs = run_probes(out)
+    assert open_checkpoint(out).unreadable == before  # probes report read failures, never store them
     where = {f.where for f in obs.findings if f.id == "optimizer.unreadable"}
     assert where == {"checkpoint-6/optimizer.pt"}
     assert not marker.exists()

@@ -21,7 +21,6 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
 from site_screenshots import CHROMEDRIVER, CHROMIUM, SIZES, start_chromium, take, viewport
 from test_site_build import AGREEMENT_JS, agreement_cases, build_site, compare_agreement, mini_kb, shipped_or_skip
 

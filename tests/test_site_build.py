@@ -15,9 +15,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import linkcheck
 import pytest
 
-import linkcheck
 from troubleshoot.knowledge import load
 from troubleshoot.knowledge.read import load_with_problems
 

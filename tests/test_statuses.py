@@ -221,6 +221,7 @@ def test_on_real_ambiguous_reports_the_best_symptoms_cause_comes_first(shipped_k
     the ambiguity margin, the first cause now belongs to the symptom the query is about (16 of 16
     when measured; 8 of 16 with the old weight, match / best match)."""
     from test_matching import cases
+
     from troubleshoot.matcher import SymptomMatcher, pick
 
     matcher = SymptomMatcher(shipped_kb)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 
+import batchfactory as bf
 import pytest
 import torch
 
-import batchfactory as bf
 from troubleshoot.loaders import batch as loader
-from troubleshoot.observations import Artifact
 from troubleshoot.loaders import detect
+from troubleshoot.observations import Artifact
 from troubleshoot.probes import ProbeContext, config
 from troubleshoot.probes.data import batch as probe
 from troubleshoot.probes.data.labels import periodic_runs

@@ -4,10 +4,10 @@ from __future__ import annotations
 import math
 import warnings
 
+import ckptfactory as F
 import pytest
 import torch
 
-import ckptfactory as F
 from troubleshoot.loaders import detect
 from troubleshoot.loaders.checkpoint import open_checkpoint, weight_shapes
 from troubleshoot.probes import ProbeContext, config, weights

@@ -422,10 +422,27 @@ def kb_show(item_id: str, answers: tuple[str, ...]) -> None:
     base = _kb()
     item = base.lookup(item_id)
     if item is None:
-        known = [*base.symptoms, *base.causes, *base.fixes, *base.facts]
+        known = [*base.symptoms, *base.causes, *base.fixes, *base.facts, *base.findings]
         raise Failure(f"unknown id '{clip(item_id)}'.{did_you_mean(item_id, known)} (list them: llmfix kb list)")
     values = {name: fact.value for name, fact in _parse_answers(base, answers).items()}
     click.echo(show(base, item, values, terminal_width()), nl=False)
+
+
+@kb.command("new")
+@click.argument("symptom_id")
+@click.option("--root", default=".", show_default=True, type=click.Path(file_okay=False),
+              help="The knowledge tree (the folder holding rules/ and kb/).")
+def kb_new(symptom_id: str, root: str) -> None:
+    """Write rules/SYMPTOM_ID.yaml and kb/SYMPTOM_ID.md to fill in (docs/extending.md)."""
+    from pathlib import Path
+
+    from .knowledge.scaffold import new_symptom
+
+    try:
+        written = new_symptom(Path(root), symptom_id)
+    except LlmfixError as err:
+        raise Failure(str(err)) from None
+    click.echo("wrote " + " and ".join(map(str, written)) + "; fill in the TODOs, then: llmfix kb lint")
 
 
 @kb.command("lint")
@@ -461,7 +478,8 @@ def site_build(out: str) -> None:
 
 @site.command("serve")
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535))
-@click.option("--dir", "directory", type=click.Path(file_okay=False), help="Serve this built site instead of building one.")
+@click.option("--dir", "directory", type=click.Path(file_okay=False),
+              help="Serve this built site instead of building one.")
 def site_serve(port: int, directory: str | None) -> None:
     """Build the site into a temporary folder and serve it on localhost."""
     from .site.build import serve

@@ -19,11 +19,11 @@ already known, that the user could not answer, or that has no value (its ``defin
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
-from .diagnosis import (Diagnosis, EvidenceLine, Question, RankedCause, RenderedFix,
-                        SymptomMatch)
+from .diagnosis import Diagnosis, EvidenceLine, Question, RankedCause, RenderedFix, SymptomMatch
 from .knowledge.expr import Expr, ExprError, Unknown, placeholder, render_template
 from .knowledge.model import Cause, Check, KnowledgeBase, Symptom
 from .observations import Fact, Observations
@@ -229,7 +229,8 @@ def observed(symptom: Symptom, values: Mapping[str, Any]) -> bool | None:
     return None
 
 
-def symptom_table(kb: KnowledgeBase, matched: Mapping[str, float], facts: Mapping[str, Fact]) -> list[SymptomMatch]:
+def symptom_table(kb: KnowledgeBase, matched: Mapping[str, float], facts: Mapping[str, Fact],
+                  shown: Mapping[str, float] | None = None) -> list[SymptomMatch]:
     """Every symptom with evidence for it, best first: the user's words matched it, an artifact
     shows it, or probed facts lifted one of its causes. A symptom the artifacts contradict stays
     listed (as not observed, weight 0) only when the user named it, so they see why it is gone.
@@ -238,13 +239,14 @@ def symptom_table(kb: KnowledgeBase, matched: Mapping[str, float], facts: Mappin
     a matched one ``exp(-(best match - match) / MATCH_TEMPERATURE)``, so a weaker second symptom's
     priors fall behind the best symptom's causes unless the two matched about equally; one that
     probed facts imply, the implied posterior (at least), so a fault the user did not report does
-    not push the reported symptom's own causes down."""
+    not push the reported symptom's own causes down. ``shown`` are symptoms an artifact recorded
+    directly (the live guard saw the NaN happen): observed whatever the facts say."""
     values = {name: f.value for name, f in facts.items()}
     implied = implied_symptoms(kb, facts)
     top = max(matched.values(), default=0.0)
     table = []
     for sid, symptom in kb.symptoms.items():
-        seen = observed(symptom, values)
+        seen = True if sid in (shown or {}) else observed(symptom, values)
         match, lifted = matched.get(sid), implied.get(sid)
         if seen is False and match is None or not (match or lifted or seen):
             continue
@@ -268,7 +270,7 @@ def diagnose(kb: KnowledgeBase, matched: Mapping[str, float], observations: Obse
     """
     observations = observations or Observations()
     facts = {**observations.facts, **(answers or {})}
-    symptoms = [s for s in symptom_table(kb, matched, facts) if s.id in kb.symptoms]
+    symptoms = [s for s in symptom_table(kb, matched, facts, observations.symptoms) if s.id in kb.symptoms]
     weights = {s.id: s.weight for s in symptoms if s.weight > 0}
     evidence_only = {s.id for s in symptoms if s.match is None and not s.observed}
     state = State(kb, weights, facts, evidence_only=evidence_only)

@@ -52,7 +52,8 @@ finetuning pretrain pretraining run running llama qwen gpt bert deepspeed megatr
 """.split())
 GENERIC_WEIGHT = 0.2
 # Chinese filler bigrams ("how to solve", "problem", "appears") that say nothing about the symptom.
-CJK_STOP = frozenset("怎么 么解 解决 问题 出现 现了 为什 什么 如何 一直 时候 之后 以后 请问 求助 办法 怎样 能够 可以".split())
+CJK_STOP = frozenset("怎么 么解 解决 问题 出现 现了 为什 什么 如何 一直 时候 "
+                     "之后 以后 请问 求助 办法 怎样 能够 可以".split())
 # Function characters that say nothing when they stand alone between other words.
 CJK_STOP_CHARS = frozenset("的在了是和与也就都很我你他她它这那吗呢吧啊个一会时后被把让给从对到有要说么着而及或但")
 

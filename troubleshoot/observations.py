@@ -6,8 +6,9 @@ This module is plain data: no torch, no click.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 SEVERITIES = ("error", "warning", "info")
 
@@ -99,6 +100,8 @@ class Observations:
     facts: dict[str, Fact] = field(default_factory=dict)
     # Plain data for renderers, keyed by probe family: {"logs": {"timelines": [Timeline, ...]}}
     attachments: dict[str, Any] = field(default_factory=dict)
+    # Symptoms a probe saw happen (the live guard saw the loss turn NaN): symptom id -> weight
+    symptoms: dict[str, float] = field(default_factory=dict)
 
     def fact(self, name: str, value: Any, source: str, note: str = "") -> None:
         self.facts[name] = Fact(name, value, source, note)
@@ -108,15 +111,17 @@ class Observations:
         self.findings.append(finding)
         return finding
 
-    def merge(self, other: "Observations") -> "Observations":
+    def merge(self, other: Observations) -> Observations:
         self.artifacts.extend(other.artifacts)
         self.findings.extend(other.findings)
         self.facts.update(other.facts)
         self.attachments.update(other.attachments)
+        for sid, weight in other.symptoms.items():
+            self.symptoms[sid] = max(self.symptoms.get(sid, 0.0), weight)
         return self
 
     @classmethod
-    def combine(cls, parts: Iterable["Observations"]) -> "Observations":
+    def combine(cls, parts: Iterable[Observations]) -> Observations:
         out = cls()
         for part in parts:
             out.merge(part)

@@ -13,8 +13,9 @@ import ast
 import math
 import operator
 import re
+from collections.abc import Callable, Mapping
 from functools import cached_property
-from typing import Any, Callable, Mapping
+from typing import Any
 
 FUNCTIONS: dict[str, Callable[..., Any]] = {
     "sqrt": math.sqrt, "log": math.log, "log2": math.log2, "exp": math.exp,

@@ -4,9 +4,10 @@ Catches unknown facts / causes / fixes, duplicate ids (at load), unreachable che
 cycles, causes without fixes, fixes without sources, symptoms without an article, articles
 without their fixed sections, contract ids from DESIGN.md that are missing; breaks of the
 rules <-> probes contract (a check whose ``probe:`` hint no probe can answer, a fact two probes
-publish with no merge rule); and calibration slips: a prior below the floor, one evidence item
-repeating another's condition (counted twice), and citations a user cannot open
-(docs/calibration.md, docs/knowledge-format.md).
+publish with no merge rule, a finding id the code reports that rules/_findings.yaml does not
+explain, and a catalogue entry no code reports); and calibration slips: a prior below the floor,
+one evidence item repeating another's condition (counted twice), and citations a user cannot
+open (docs/calibration.md, docs/knowledge-format.md).
 """
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ import re
 from pathlib import Path
 
 from .. import contracts
-from .read import knowledge_root, load_with_problems
 from .model import KnowledgeBase
+from .read import knowledge_root, load_with_problems
 from .schema import Problem
 
 
@@ -24,7 +25,7 @@ def lint(root: Path | None = None) -> list[Problem]:
     root = root or knowledge_root()
     kb, problems = load_with_problems(root)
     for check in (_references, _reachable_checks, _after_cycles, _articles, _contracts, _probe_contract,
-                  _prior_floor, _double_counting, _public_sources, _public_articles):
+                  _findings_catalogued, _prior_floor, _double_counting, _public_sources, _public_articles):
         problems.extend(check(kb))
     return problems
 
@@ -62,7 +63,8 @@ def _reachable_checks(kb: KnowledgeBase) -> list[Problem]:
     for s in kb.symptoms.values():
         for i, check in enumerate(s.checks):
             if check.fact not in read:
-                out.append(Problem(s.file, check.line, f"checks[{i}]", f"unreachable check: no cause's evidence reads '{check.fact}'"))
+                out.append(Problem(s.file, check.line, f"checks[{i}]",
+                                   f"unreachable check: no cause's evidence reads '{check.fact}'"))
     return out
 
 
@@ -173,4 +175,19 @@ def _public_articles(kb: KnowledgeBase) -> list[Problem]:
     for article in kb.articles.values():
         for m in PRIVATE.finditer(f"{article.title}\n{article.body}"):
             out.append(Problem(article.file, 0, "", f"cites '{m.group(0)}', which users cannot open"))
+    return out
+
+
+def _findings_catalogued(kb: KnowledgeBase) -> list[Problem]:
+    from .read import FINDINGS_FILE
+    from .reported import finding_ids
+
+    if not kb.findings:
+        return []  # a knowledge tree of one's own may leave the catalogue out
+    file = next(iter(kb.findings.values())).file
+    reported = finding_ids()
+    out = [Problem(file, 0, fid, f"finding id reported by troubleshoot/{where} has no entry in rules/{FINDINGS_FILE}")
+           for fid, where in sorted(reported.items()) if fid not in kb.findings]
+    out += [Problem(f.file, f.line, fid, "no code reports this finding id any more")
+            for fid, f in sorted(kb.findings.items()) if fid not in reported]
     return out

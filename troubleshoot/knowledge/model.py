@@ -26,7 +26,8 @@ class FactSpec:
         """Turn a typed answer ('yes', '11600', 'bf16') into a value; ValueError if it is not one."""
         text = str(raw).strip()
         if len(text) > MAX_ANSWER_CHARS:
-            raise ValueError(f"{self.name}: an answer of {len(text):,} characters is too long (at most {MAX_ANSWER_CHARS})")
+            raise ValueError(f"{self.name}: an answer of {len(text):,} characters is too long "
+                             f"(at most {MAX_ANSWER_CHARS})")
         if self.type == "bool":
             low = text.lower()
             if low in ("y", "yes", "true", "1", "是", "对", "有"):
@@ -49,6 +50,17 @@ class FactSpec:
                 return next(c for c in self.choices if c.lower() == text.lower())
             raise ValueError(f"{self.name} expects one of {', '.join(self.choices)}, got {text!r}")
         return text
+
+
+@dataclass
+class FindingSpec:
+    """A finding id a probe can report (rules/_findings.yaml): what it is called and what it means."""
+
+    id: str
+    title: str
+    explanation: str
+    file: str = ""
+    line: int = 0
 
 
 @dataclass
@@ -137,14 +149,16 @@ class KnowledgeBase:
     fixes: dict[str, Fix] = field(default_factory=dict)
     facts: dict[str, FactSpec] = field(default_factory=dict)
     articles: dict[str, Article] = field(default_factory=dict)
+    findings: dict[str, FindingSpec] = field(default_factory=dict)
     fingerprint: str = ""  # changes with any edit of rules/ or kb/; keys derived caches
 
     def checks_for(self, fact: str) -> list[Check]:
         return [c for s in self.symptoms.values() for c in s.checks if c.fact == fact]
 
-    def lookup(self, id: str) -> Symptom | Cause | Fix | FactSpec | Article | None:
-        """Any id a user may type after `llmfix kb show`."""
-        for table in (self.symptoms, self.causes, self.fixes, self.facts, self.articles):
+    def lookup(self, id: str) -> Symptom | Cause | Fix | FactSpec | FindingSpec | Article | None:
+        """Any id a user may type after `llmfix kb show` (a fact and a finding may share an id: the
+        fact's view shows the finding too)."""
+        for table in (self.symptoms, self.causes, self.fixes, self.facts, self.findings, self.articles):
             if id in table:
                 return table[id]
         return None

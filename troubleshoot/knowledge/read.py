@@ -10,19 +10,19 @@ import importlib.util
 import json
 import os
 import re
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable
-
+from typing import Any
 
 from ..errors import ArtifactError, LlmfixError
 from ..files import read_bytes, read_text
 from . import schema
 from .expr import Expr, ExprError, split_template
-from .model import (Article, Cause, Check, Evidence, FactSpec, Fix, FixAttempt, KnowledgeBase,
-                    Symptom)
+from .model import Article, Cause, Check, Evidence, FactSpec, FindingSpec, Fix, FixAttempt, KnowledgeBase, Symptom
 from .schema import Located, Problem
 
+FINDINGS_FILE = "_findings.yaml"  # the catalogue of finding ids, beside the symptom files
 FRONT_MATTER = re.compile(r"\A---\n(.*?)\n---\n", re.S)
 MAX_FILE_BYTES = 4 * 1024 * 1024  # the largest rules file is ~40 KB (docs/resource-policy.md)
 
@@ -57,9 +57,11 @@ def load(root: str | None = None, strict: bool = True) -> KnowledgeBase:
 def load_with_problems(root: Path) -> tuple[KnowledgeBase, list[Problem]]:
     kb, problems = KnowledgeBase(), []
     rules = root / "rules"
-    fact_files, rule_files = sorted((rules / "_facts").glob("*.yaml")), sorted(rules.glob("*.yaml"))
+    fact_files = sorted((rules / "_facts").glob("*.yaml"))
+    rule_files = sorted(p for p in rules.glob("*.yaml") if not p.name.startswith("_"))
+    finding_files = [p for p in (rules / FINDINGS_FILE,) if p.is_file()]
     articles = sorted((root / "kb").glob("*.md"))
-    cache = ParseCache(root, fact_files + rule_files + articles, problems)
+    cache = ParseCache(root, fact_files + rule_files + finding_files + articles, problems)
     kb.fingerprint = cache.fingerprint
     for path in fact_files:
         doc = cache.parse(path, problems)
@@ -69,6 +71,10 @@ def load_with_problems(root: Path) -> tuple[KnowledgeBase, list[Problem]]:
         doc = cache.parse(path, problems)
         if doc is not None:
             _read_symptom(doc, path.stem, kb, problems)
+    for path in finding_files:
+        doc = cache.parse(path, problems)
+        if doc is not None:
+            _read_findings(doc, kb, problems)
     for path in articles:
         _read_article(path, kb, problems, cache)
     if not cache.fresh:
@@ -85,7 +91,8 @@ def unknown_facts(kb: KnowledgeBase) -> list[Problem]:
         for i, check in enumerate(s.checks):
             for name in filter(None, (check.fact, check.after)):
                 if name not in kb.facts:
-                    out.append(Problem(s.file, check.line, f"checks[{i}]", f"unknown fact '{name}' (register it in rules/_facts/ or facts:)"))
+                    out.append(Problem(s.file, check.line, f"checks[{i}]",
+                                       f"unknown fact '{name}' (register it in rules/_facts/ or facts:)"))
         for cause in s.causes:
             for j, ev in enumerate(cause.evidence):
                 for name in sorted(ev.when.facts - kb.facts.keys()):
@@ -101,7 +108,8 @@ def unknown_facts(kb: KnowledgeBase) -> list[Problem]:
         for j, step in enumerate(fix.steps):
             for _, source, _ in split_template(step):
                 for name in sorted(Expr(source).facts - kb.facts.keys()) if source else ():
-                    out.append(Problem(kb.symptoms[fix.symptom].file, fix.line, f"{fix.id}.steps[{j}]", f"unknown fact '{name}'"))
+                    out.append(Problem(kb.symptoms[fix.symptom].file, fix.line, f"{fix.id}.steps[{j}]",
+                                       f"unknown fact '{name}'"))
     return out
 
 
@@ -248,7 +256,8 @@ def _add_fact(doc: Located, path: tuple, name: str, spec: Any, kb: KnowledgeBase
     if spec is None:
         return
     if name in kb.facts:
-        problems.append(doc.problem(path + ("<key>",), f"duplicate fact '{name}' (first defined in {kb.facts[name].file})"))
+        problems.append(doc.problem(path + ("<key>",),
+                                    f"duplicate fact '{name}' (first defined in {kb.facts[name].file})"))
         return
     kb.facts[name] = FactSpec(name, spec["type"], spec["description"], spec["choices"],
                               spec.get("unit", ""), doc.file,
@@ -280,6 +289,20 @@ def _read_fact_file(doc: Located, kb: KnowledgeBase, problems: list[Problem]) ->
         return
     for name, spec in doc.data.items():
         _add_fact(doc, (name,), name, spec, kb, problems)
+
+
+def _read_findings(doc: Located, kb: KnowledgeBase, problems: list[Problem]) -> None:
+    if not isinstance(doc.data, dict):
+        problems.append(doc.problem((), "expected a mapping of finding id -> {title, explanation}"))
+        return
+    for fid, spec in doc.data.items():
+        if not schema.FACT_NAME.match(str(fid)):
+            problems.append(doc.problem((fid, "<key>"), f"finding id '{fid}' must be dotted lower_snake, "
+                                        "e.g. data.mask.non_binary"))
+        elif schema.check_fields(doc, (fid,), spec, schema.FINDING, problems) and all(
+                isinstance(spec.get(k), str) for k in schema.FINDING):
+            kb.findings[fid] = FindingSpec(fid, spec["title"].strip(), spec["explanation"].strip(), doc.file,
+                                           doc.line((fid,)))
 
 
 def _read_symptom(doc: Located, stem: str, kb: KnowledgeBase, problems: list[Problem]) -> None:
@@ -371,7 +394,8 @@ def _read_evidence(doc: Located, path: tuple, raw: Any, problems: list[Problem])
     for key in ("lr", "else_lr"):
         value = raw.get(key, 1.0)
         if not 1e-6 <= value <= 1e6:
-            problems.append(doc.problem(path + (key,), f"expected a likelihood ratio between 1e-6 and 1e6, got {value!r}"))
+            problems.append(doc.problem(path + (key,),
+                                        f"expected a likelihood ratio between 1e-6 and 1e6, got {value!r}"))
             return None
     try:
         when = Expr(str(raw.get("when", "")), check=not doc.validated)
@@ -390,7 +414,8 @@ def _read_fix(doc: Located, path: tuple, raw: Any, sid: str, problems: list[Prob
     if not isinstance(fid, str) or not schema.FIX_ID.match(fid):
         problems.append(doc.problem(path + ("id",), f"expected a fix id 'fix-<kebab-case>', got {fid!r}"))
         return None
-    steps = [step for j, step in enumerate(schema.check_strings(doc, path + ("steps",), raw.get("steps"), "a step", problems))
+    steps = schema.check_strings(doc, path + ("steps",), raw.get("steps"), "a step", problems)
+    steps = [step for j, step in enumerate(steps)
              if doc.validated or _template_ok(doc, path + ("steps", j), step, problems)]
     attempts = []
     for j, item in enumerate(raw.get("did_not_work") or []):

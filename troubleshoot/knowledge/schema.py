@@ -24,7 +24,8 @@ SYMPTOM = {"id": (str, True, "the symptom id (= file name)"), "title": (str, Tru
            "observed_when": ((str, list), False, "an expression over facts, or a list of them"),
            "contradicted_when": ((str, list), False, "an expression over facts, or a list of them")}
 CHECK = {"fact": (str, True, "a fact name"), "ask": (str, True, "the question"), "how": (str, False, "text"),
-         "probe": (str, False, "an llmfix command"), "cost": (int, False, "an integer 1..5 (1 = read a file, 5 = rerun training)"),
+         "probe": (str, False, "an llmfix command"),
+         "cost": (int, False, "an integer 1..5 (1 = read a file, 5 = rerun training)"),
          "after": (str, False, "a fact name")}
 CAUSE = {"id": (str, True, "a cause id <symptom>.<cause>"), "title": (str, True, "a title"),
          "summary": (str, False, "text"), "prior": (NUMBER, True, "a number between 0 and 1"),
@@ -40,6 +41,7 @@ ATTEMPT = {"text": (str, True, "text"), "sources": (list, True, "a list of sourc
 FACT = {"type": (str, True, "bool, number, choice or text"), "description": (str, True, "text"),
         "choices": (list, False, "a list of choices"), "unit": (str, False, "text"),
         "defined_when": (str, False, "an expression over facts")}
+FINDING = {"title": (str, True, "a title"), "explanation": (str, True, "what it means")}
 ALIAS_GROUPS = ("en", "zh", "errors")
 MAX_COST = 5
 
@@ -71,7 +73,7 @@ class Located:
     """A parsed YAML document plus the line of every node, for messages that name the line."""
 
     @classmethod
-    def cached(cls, file: str, data: Any, lines: list) -> "Located":
+    def cached(cls, file: str, data: Any, lines: list) -> Located:
         """Rebuild from what ``to_cache`` saved (JSON keeps int vs str path parts apart)."""
         doc = cls.__new__(cls)
         doc.file, doc.data, doc.validated = file, data, True

@@ -13,7 +13,7 @@ from ..observations import Artifact, Finding
 
 # Order matters: a .pt holding input_ids is a batch, not a state dict; a folder with config.json
 # is a checkpoint even when it also holds trainer_state.json.
-SNIFFERS = ("checkpoint", "batch", "logs")
+SNIFFERS = ("incident", "checkpoint", "batch", "logs")
 CHECKPOINT_KINDS = ("hf-checkpoint", "megatron-checkpoint", "state-dict")
 
 

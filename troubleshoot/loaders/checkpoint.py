@@ -25,14 +25,23 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-from ..errors import ArtifactError, UnsafePickleError
+from ..errors import ArtifactError
 from ..observations import Artifact, Finding
-from .tensors import (PICKLE_SUFFIXES, file_maps, is_optimizer_state, iter_safetensors, list_safetensors,
-                      load_pickle, release, unwrap_state_dict)
+from .tensors import (
+    PICKLE_SUFFIXES,
+    file_maps,
+    is_optimizer_state,
+    iter_safetensors,
+    list_safetensors,
+    load_pickle,
+    release,
+    unwrap_state_dict,
+)
 
 CKPT_DIR = re.compile(r"^checkpoint-(\d+)$")
 ITER_DIR = re.compile(r"^(?:global_step|iter_)(\d+)$")
@@ -84,6 +93,16 @@ class Checkpoint:
 
 
 _CACHE: dict[tuple, Checkpoint] = {}
+CACHE_SIZE = 8  # checkpoints of one command (the sniffer and three probes open the same ones)
+
+
+def _remember(key: tuple, ckpt: Checkpoint) -> Checkpoint:
+    """Keep the newest CACHE_SIZE opened checkpoints (a long-lived process must not grow)."""
+    _CACHE.pop(key, None)
+    _CACHE[key] = ckpt
+    while len(_CACHE) > CACHE_SIZE:
+        _CACHE.pop(next(iter(_CACHE)))
+    return ckpt
 
 
 def _signature(p: Path) -> tuple:
@@ -97,12 +116,12 @@ def open_checkpoint(path: str | Path) -> Checkpoint:
     if not p.exists():
         raise ArtifactError(p, "no such file or directory")
     key = _signature(p)
-    if key not in _CACHE:
-        ckpt = _open_dir(p) if p.is_dir() else _open_file(p)
-        if ckpt is None:
-            raise ArtifactError(p, "not a checkpoint: no config, weights or training state found")
-        _CACHE[key] = ckpt
-    return _CACHE[key]
+    if key in _CACHE:
+        return _CACHE[key]
+    ckpt = _open_dir(p) if p.is_dir() else _open_file(p)
+    if ckpt is None:
+        raise ArtifactError(p, "not a checkpoint: no config, weights or training state found")
+    return _remember(key, ckpt)
 
 
 def sniff(path: Path) -> Artifact | None:
@@ -113,8 +132,7 @@ def sniff(path: Path) -> Artifact | None:
     if p.suffix == ".safetensors" or p.suffix in PICKLE_SUFFIXES or p.name == "config.json":
         ckpt = _open_file(p)
         if ckpt is not None:
-            _CACHE[_signature(p)] = ckpt
-            return ckpt.artifact
+            return _remember(_signature(p), ckpt).artifact
     return None
 
 
@@ -184,7 +202,7 @@ def _open_hf(root: Path, path: Path) -> Checkpoint:
             missing = [w for w in wanted if w not in files]
             if missing:
                 raise ArtifactError(files[index], f"names shard {missing[0]} which is not in the folder")
-    config_name = "config.json" if "config.json" in files else "adapter_config.json" if "adapter_config.json" in files else None
+    config_name = next((n for n in ("config.json", "adapter_config.json") if n in files), None)
     if config_name:
         ckpt.config, ckpt.config_source = _read_json(files[config_name]), config_name
     elif ckpt.weight_files:
@@ -233,7 +251,8 @@ def _open_hf(root: Path, path: Path) -> Checkpoint:
     what = ["config"] if ckpt.config else []
     if ckpt.weight_files:
         n = len(ckpt.weight_files)
-        what.append(f"{n} {ckpt.weight_files[0].suffix[1:]} shard{'s' * (n > 1)}" if n > 1 else ckpt.weight_files[0].name)
+        first = ckpt.weight_files[0]
+        what.append(f"{n} {first.suffix[1:]} shard{'s' * (n > 1)}" if n > 1 else first.name)
     if ckpt.optimizer_files or ckpt.trainer_state:
         what.append("Trainer state")
     ckpt.detail = ("Trainer " + root.name + ": " if CKPT_DIR.match(root.name) else "HF folder: ") + ", ".join(what)
@@ -351,7 +370,7 @@ def _plain(obj: Any, depth: int = 0) -> Any:
         return {str(k): _plain(v, depth + 1) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)) and depth < 4 and len(obj) < 64:
         return [_plain(v, depth + 1) for v in obj]
-    if hasattr(obj, "numel") and getattr(obj, "numel")() == 1:
+    if hasattr(obj, "numel") and obj.numel() == 1:
         return obj.item()
     return str(obj)[:80] if not hasattr(obj, "shape") else None
 

@@ -16,9 +16,10 @@ import re
 import struct
 import warnings
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from ..errors import ArtifactError, UnsafePickleError
 

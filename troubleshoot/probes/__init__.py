@@ -7,9 +7,8 @@ and returns empty Observations when nothing applies to it. Families are imported
 """
 from __future__ import annotations
 
-import importlib
-
 import ast
+import importlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -28,6 +27,7 @@ FAMILIES = (
     ("batch", "data.batch"),
     ("gradflow", "forward.gradflow"),
     ("masks", "forward.masks"),
+    ("incident", "incident"),
 )
 
 
@@ -48,6 +48,10 @@ SHARED_FACTS: dict[str, tuple[str, Callable[[Fact, Fact], Fact]]] = {
     "model.has_embed_layernorm": ("the tensors present (weights) beat what the config says", _from("weights")),
     "weights.nonfinite": ("NaN/Inf in the file (weights) or in the built model (gradflow): either", _worse),
     "weights.nonfinite_tensors": ("the larger count of the two", _worse),
+    "data.has_nonfinite": ("NaN/Inf in a token batch (batch) or any tensor of an incident's batch (incident): either",
+                           _worse),
+    "grads.nonfinite": ("NaN/Inf gradients from the built model (gradflow) or the replayed failing step (incident)",
+                        _worse),
 }
 
 
@@ -60,9 +64,10 @@ def run_all(ctx: ProbeContext) -> Observations:
     """The loaders' own warnings, then every family, merged in FAMILIES order.
 
     Merge rule: a fact has one publishing family, except those in SHARED_FACTS, which merge by the
-    rule written there (so the order of FAMILIES never decides a fact's value). A family that raises does not hide the others: its exception becomes an error finding
-    ``probe.crashed`` (the findings of the families before it are kept), so the command exits 1
-    and the report never says that nothing was wrong.
+    rule written there (so the order of FAMILIES never decides a fact's value). A family that raises
+    does not hide the others: its exception becomes an error finding ``probe.crashed`` (the
+    findings of the families before it are kept), so the command exits 1 and the report never says
+    that nothing was wrong.
     """
     from ..loaders import warnings
 

@@ -7,11 +7,16 @@ shape from the safetensors header. Publishes the
 
 Sample output and how to read it::
 
-    model_optim_rng.pt:args         config.initializer_range  warning  initializer_range 0.02 is 3.4x sqrt(2/(5*11600)) = 0.00587 (BLOOM's formula); ...
-    generation_config.json          config.eos_mismatch       error    eos_token_id disagrees: config.json=[2], generation_config.json=[32000], tokenizer_config.json=[2] ('</s>')
-    tokenizer_config.json           config.pad_is_eos         info     pad token is the EOS token (id 2): harmless in itself, but a collator that masks pad labels ...
-    model.safetensors:wte.weight    config.vocab_mismatch     error    tokenizer has 50304 ids but the embedding has 50257 rows: ids >= 50257 index out of range
-    latest                          checkpoint.latest_missing error    latest points to 'global_step7000', but no such iteration folder exists
+    model_optim_rng.pt:args         config.initializer_range  warning  initializer_range 0.02 is 3.4x
+            sqrt(2/(5*11600)) = 0.00587 (BLOOM's formula); ...
+    generation_config.json          config.eos_mismatch       error    eos_token_id disagrees: config.json=[2],
+            generation_config.json=[32000], tokenizer_config.json=[2] ('</s>')
+    tokenizer_config.json           config.pad_is_eos         info     pad token is the EOS token (id 2): harmless
+            in itself, but a collator that masks pad labels ...
+    model.safetensors:wte.weight    config.vocab_mismatch     error    tokenizer has 50304 ids but the embedding has
+            50257 rows: ids >= 50257 index out of range
+    latest                          checkpoint.latest_missing error    latest points to 'global_step7000',
+            but no such iteration folder exists
 
 The first column is the file (and tensor) the finding is about. ``eos_mismatch`` lists every
 source with its ids: a generation stack stops only on the ids of the file it reads. Ratios
@@ -225,15 +230,16 @@ def _special_tokens(ckpt: Checkpoint, tok_size: int | None, obs: Observations) -
             obs.find("config.special_token_unknown", "warning", f"{d.role}_token {d.text!r} in {d.source} is not "
                      "in the tokenizer's vocabulary or added tokens", d.source, d.text)
     _eos(sources["eos"], labels, obs)
-    for kind in ("bos", "pad"):
+    for kind, fact, finding in (("bos", "model.bos_mismatch", "config.bos_mismatch"),
+                                ("pad", "model.pad_mismatch", "config.pad_mismatch")):
         found = sources[kind]
         if len(found) < 2:
             continue
         names = list(found)
         disjoint = any(not set(found[a]) & set(found[b]) for i, a in enumerate(names) for b in names[i + 1:])
-        obs.fact({"bos": "model.bos_mismatch", "pad": "model.pad_mismatch"}[kind], disjoint, SOURCE, ", ".join(names))
+        obs.fact(fact, disjoint, SOURCE, ", ".join(names))
         if disjoint:
-            obs.find(f"config.{kind}_mismatch", "warning", f"{kind}_token_id disagrees: {_listing(found, kind, labels)}",
+            obs.find(finding, "warning", f"{kind}_token_id disagrees: {_listing(found, kind, labels)}",
                      "generation_config.json" if "generation_config.json" in found else names[-1],
                      {n: sorted(ids) for n, ids in found.items()})
     eos = {i for ids in sources["eos"].values() for i in ids}

@@ -9,9 +9,12 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..observations import Artifact
+
+if TYPE_CHECKING:  # building a model needs torch; the context must not
+    from .forward.model import ModelRequest
 
 Progress = Callable[[int, int, str], None]  # (done bytes, total bytes, tensor name)
 PhaseHook = Callable[[str, "float | None"], None]  # (phase, None when it starts / seconds when it ends)
@@ -28,7 +31,7 @@ class ProbeContext:
     on_phase: PhaseHook | None = None   # slow steps (building the model, gradient flow...), ditto
     # The one model of this command, decided on first use by probes/forward/model.py and shared by
     # the gradient-flow and mask probes (building a model twice would double the cost).
-    model_request: Any = field(default=None, repr=False)
+    model_request: ModelRequest | None = field(default=None, repr=False)
 
     def of_kind(self, *kinds: str) -> list[Artifact]:
         return [a for a in self.artifacts if a.kind in kinds]

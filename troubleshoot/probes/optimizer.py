@@ -8,11 +8,15 @@ is found by walking the loaded object, so the layout of each framework needs no 
 
 Sample output and how to read it::
 
-    optimizer.pt                  optimizer.hparams        info     AdamW lr 0.0003, betas (0.9, 0.999), eps 1e-08, weight_decay 0.1, step 6210
+    optimizer.pt                  optimizer.hparams        info     AdamW lr 0.0003, betas (0.9, 0.999), eps 1e-08,
+            weight_decay 0.1, step 6210
     optimizer.pt:state.17         optimizer.nonfinite      error    exp_avg_sq holds 3 NaN / 0 Inf (h.2.mlp.c_fc.weight)
-    optimizer.pt                  optimizer.exp_avg_sq     info     exp_avg_sq max 2.1e-05 (h.0.attn.c_attn.weight), L1 0.034; by layer: ...
-    optimizer.pt                  optimizer.eps_dominated  warning  62% of sqrt(v_hat) are below eps=1e-08: Adam is no longer scale-free there
-    trainer_state.json            optimizer.near_warmup_end warning step 6210 is just past the end of LR warmup (step 6000, lr peak 6e-05) ...
+    optimizer.pt                  optimizer.exp_avg_sq     info     exp_avg_sq max 2.1e-05 (h.0.attn.c_attn.weight),
+            L1 0.034; by layer: ...
+    optimizer.pt                  optimizer.eps_dominated  warning  62% of sqrt(v_hat) are below eps=1e-08: Adam is
+            no longer scale-free there
+    trainer_state.json            optimizer.near_warmup_end warning step 6210 is just past the end of LR
+            warmup (step 6000, lr peak 6e-05) ...
 
 ``exp_avg_sq`` is Adam's running mean of squared gradients: BLOOM's tr8-104B notes (seed 002)
 found its L1 norm and max peak at the LR peak, where divergence risk is highest, so a checkpoint
@@ -23,7 +27,8 @@ the location is the state's index.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from ..loaders.checkpoint import Checkpoint, load_training_file, open_checkpoint
 from ..loaders.tensors import is_optimizer_state
@@ -88,7 +93,7 @@ def read_step(ckpt: Checkpoint) -> tuple[int | None, str]:
     """Optimizer step count (first state's ``step``), for probes that need the training progress."""
     for f in ckpt.optimizer_files:
         obj, _ = load_training_file(f)
-        for where, state in walk(obj):
+        for _, state in walk(obj):
             step = _num(state.get("step"))
             if step is not None:
                 return int(step), f"{ckpt.rel(f)} optimizer step"
@@ -169,7 +174,8 @@ def _states(ckpt: Checkpoint, f, obj: Any, obs: Observations) -> int | None:
                   "by_layer": _by_layer(rows)})
     if nonzero:
         frac = below / nonzero
-        obs.fact("optimizer.eps_dominated_fraction", round(frac, 4), SOURCE, f"eps {eps}, bias-corrected at step {step}")
+        obs.fact("optimizer.eps_dominated_fraction", round(frac, 4), SOURCE,
+                 f"eps {eps}, bias-corrected at step {step}")
         if frac >= EPS_WARN:
             obs.find("optimizer.eps_dominated", "warning", f"{frac:.0%} of sqrt(v_hat) are below eps={eps}: there Adam "
                      "is no longer scale-free (lower eps; OLMo 2 went from 1e-5 to 1e-8)", where_f, round(frac, 4))
@@ -249,8 +255,9 @@ def _schedule(ckpt: Checkpoint, step: int | None, obs: Observations) -> None:
         last = _num(sched.get("last_epoch"))
         where = ckpt.rel(ckpt.scheduler_file)
         if last is not None and step is not None and int(last) != step:
-            obs.find("optimizer.step_mismatch", "warning", f"optimizer step {step} but scheduler last_epoch {int(last)}: "
-                     "one of them was reset on resume, so the LR schedule restarted", where, [step, int(last)])
+            obs.find("optimizer.step_mismatch", "warning",
+                     f"optimizer step {step} but scheduler last_epoch {int(last)}: one of them was reset on "
+                     "resume, so the LR schedule restarted", where, [step, int(last)])
             obs.fact("optimizer.step_mismatch", True, SOURCE, where)
         cur = cur if cur is not None else (int(last) if last is not None else None)
     mg = ckpt.extra.get("lr_scheduler") or {}
@@ -258,7 +265,8 @@ def _schedule(ckpt: Checkpoint, step: int | None, obs: Observations) -> None:
         warmup = _num(mg.get("lr_warmup_steps", mg.get("warmup_steps")))
         cur, peak, where = int(mg["num_steps"]), _num(mg.get("max_lr")), ckpt.rel(ckpt.root) or "."
     log = [(e["step"], e["learning_rate"]) for e in (ckpt.trainer_state or {}).get("log_history", [])
-           if isinstance(e, dict) and isinstance(e.get("learning_rate"), (int, float)) and isinstance(e.get("step"), int)]
+           if isinstance(e, dict) and isinstance(e.get("learning_rate"), (int, float))
+           and isinstance(e.get("step"), int)]
     if warmup is None and log:
         where = "trainer_state.json"
         cur = cur if cur is not None else (ckpt.trainer_state or {}).get("global_step")

@@ -9,9 +9,12 @@ propagate into min/max/norm, so the exact counting pass runs only on tensors tha
 Sample output and how to read it::
 
     model.safetensors:h.3.mlp.c_fc.weight  weights.nonfinite       error    12 NaN, 0 Inf of 16384 values
-    pytorch_model.bin:lm_head.weight       weights.fp16_overflow   error    max |w| = 7.1e+04 > 65504 (fp16 max) and the run is fp16
-    model.safetensors                      weights.init_std        error    hidden matrices std 0.497 = 6.3x sqrt(2/(5*64)) = 0.0791 (early checkpoint: step 0 ...)
-    model.safetensors                      weights.output_unscaled warning  output projections std/hidden std = 1.00; with depth scaling 1/sqrt(2*4) = 0.35
+    pytorch_model.bin:lm_head.weight       weights.fp16_overflow   error    max |w| = 7.1e+04 > 65504 (fp16 max) and
+            the run is fp16
+    model.safetensors                      weights.init_std        error    hidden matrices std 0.497 = 6.3x
+            sqrt(2/(5*64)) = 0.0791 (early checkpoint: step 0 ...)
+    model.safetensors                      weights.output_unscaled warning  output projections std/hidden std
+            = 1.00; with depth scaling 1/sqrt(2*4) = 0.35
     model.safetensors                      weights.no_embed_norm   info     no LayerNorm after the token embedding
 
 Init findings compare the *hidden* matrices (QKV, MLP-in: c_attn, q/k/v_proj, query_key_value,
@@ -29,8 +32,8 @@ from dataclasses import dataclass
 
 from ..loaders.checkpoint import Checkpoint, iter_weights, open_checkpoint
 from ..observations import Observations
-from .context import ProbeContext
 from .config import pick, run_dtype
+from .context import ProbeContext
 
 SOURCE = "probe:weights"
 # Every fact this family can publish (kb lint checks them against the rules' facts).

@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from ..knowledge.expr import placeholder, render_template
-from ..knowledge.model import Article, Cause, FactSpec, Fix, KnowledgeBase, Symptom
+from ..knowledge.model import Article, Cause, FactSpec, FindingSpec, Fix, KnowledgeBase, Symptom
 from .markdown import to_terminal
 from .terminal import hang
 
@@ -25,7 +25,8 @@ def listing(kb: KnowledgeBase) -> str:
             lines.append(f"  {c.id}  {c.title}")
             lines += [f"      {fid}" for fid in c.fixes]
     lines.append(f"\n{len(kb.symptoms)} symptoms, {len(kb.causes)} causes, {len(kb.fixes)} fixes, "
-                 f"{len(kb.facts)} facts (llmfix kb list --facts). Show one: llmfix kb show ID")
+                 f"{len(kb.facts)} facts (llmfix kb list --facts), {len(kb.findings)} probe findings. "
+                 "Show one: llmfix kb show ID")
     return "\n".join(lines) + "\n"
 
 
@@ -54,9 +55,16 @@ def show(kb: KnowledgeBase, item: object, values: Mapping[str, Any] | None = Non
         return "\n".join(_fix(item, values, width)) + "\n"
     if isinstance(item, FactSpec):
         return _fact(kb, item, width)
+    if isinstance(item, FindingSpec):
+        return _finding(item, width)
     if isinstance(item, Article):
         return to_terminal(item.body, width)
     raise TypeError(item)
+
+
+def _finding(f: FindingSpec, width: int) -> str:
+    head = click.style(f"{f.id}: {f.title}", bold=True) + "  (a probe finding)"
+    return "\n".join([head, *hang("  ", " ".join(f.explanation.split()), width)]) + "\n"
 
 
 def _symptom(kb: KnowledgeBase, s: Symptom, width: int) -> str:
@@ -104,4 +112,5 @@ def _fact(kb: KnowledgeBase, spec: FactSpec, width: int) -> str:
     for check in kb.checks_for(spec.name):
         lines += hang(f"  asked by {check.symptom}: ", check.ask, width)
     lines.append(f"  give it: --answer {spec.name}=VALUE")
-    return "\n".join(lines) + "\n"
+    also = "\n" + _finding(kb.findings[spec.name], width) if spec.name in kb.findings else ""
+    return "\n".join(lines) + "\n" + also

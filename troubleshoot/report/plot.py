@@ -67,8 +67,8 @@ def plot(tl: Timeline, out: str) -> str:
         if tl.window is not None:
             ax.axvspan(*tl.window, color="tab:red", alpha=0.08,
                        label="skip window" if ax is axes[0, 0] else None)
-    if its and its[-1] > its[0]:
-        axes[0, 0].set_xlim(its[0], its[-1])  # the skip window may reach past the log
+    if its and max(its) > min(its):
+        axes[0, 0].set_xlim(min(its), max(its))  # the skip window may reach past the log
     axes[0, 0].set_title(f"{tl.name}  ({tl.records} records)")
     axes[0, 0].legend(loc="upper right", fontsize=7, ncols=2)
     axes[-1, 0].set_xlabel("iteration")

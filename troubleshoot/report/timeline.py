@@ -32,15 +32,20 @@ def _columns(its: list[int], width: int) -> tuple[list[int], int]:
     """Column of each block: one per block when they fit, else placed by iteration."""
     if len(its) <= width:
         return list(range(len(its))), len(its)
-    lo, hi = its[0], its[-1]
-    return [min(width - 1, int((i - lo) / (hi - lo) * (width - 1) + 0.5)) for i in its], width
+    return [_place(its, i, width) for i in its], width
 
 
 def _column_of(its: list[int], it: int, width: int) -> int:
     if len(its) <= width:
         return min(range(len(its)), key=lambda k: (abs(its[k] - it), -its[k]))
-    lo, hi = its[0], its[-1]
-    return min(width - 1, max(0, int((it - lo) / (hi - lo) * (width - 1) + 0.5)))
+    return _place(its, it, width)
+
+
+def _place(its: list[int], it: int, width: int) -> int:
+    """The column of iteration ``it`` on a scale from the smallest to the largest iteration (a log
+    of two runs appended out of order is not sorted)."""
+    lo, hi = min(its), max(its)
+    return 0 if hi == lo else min(width - 1, max(0, int((it - lo) / (hi - lo) * (width - 1) + 0.5)))
 
 
 def sparkline(its: list[int], values: list[float], width: int = WIDTH, log: bool = False,

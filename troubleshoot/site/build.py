@@ -7,6 +7,7 @@ Pages (stable URLs from ids, all links relative, so it works from file:// and an
     causes/<id>.html           evidence with its likelihood ratios, checks, fixes, sources
     fixes/<id>.html            steps (numbers computed in the browser), what did not work
     articles/<id>.html         shared-topic articles of kb/ that are not a symptom
+    findings/<id>.html         what a probe finding means (rules/_findings.yaml)
     facts.html, sources.html   every fact, every source string and who cites it
     data/*.js                  the exported index and rules (window.LLMFIX_*), see export.py
     static/                    style.css, llmfix.js (matcher + engine port), ui.js (the page)
@@ -19,9 +20,9 @@ import functools
 import http.server
 import re
 import shutil
+import signal
 import socketserver
 import sys
-import signal
 import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
@@ -44,7 +45,7 @@ from .svg import decision_tree, tree_model
 HERE = Path(__file__).resolve().parent
 MARKER = ".llmfix-site"
 GENERATED = ("index.html", "facts.html", "sources.html", "symptoms", "causes", "fixes", "articles",
-             "data", "static")
+             "findings", "data", "static")
 SEED = re.compile(r"\b\d{3}_[0-9a-f]{16}\.txt\b")
 CONFIG = HERE / "site.yaml"
 
@@ -138,7 +139,8 @@ def seed_lessons(kb: KnowledgeBase) -> list[SeedLesson]:
 
 def page_urls(kb: KnowledgeBase) -> dict[str, str]:
     """id -> page path relative to the site root, for every id a page or anchor exists for."""
-    urls = {name: f"facts.html#{name}" for name in kb.facts}
+    urls = {fid: f"findings/{fid}.html" for fid in kb.findings}  # a fact of the same name wins the id
+    urls.update({name: f"facts.html#{name}" for name in kb.facts})
     urls.update({aid: f"articles/{aid}.html" for aid in kb.articles})
     urls.update({fid: f"fixes/{fid}.html" for fid in kb.fixes})
     urls.update({cid: f"causes/{cid}.html" for cid in kb.causes})
@@ -243,11 +245,19 @@ class Site:
                     seed_names=seed_names(kb),
                     anchor=source_anchor, is_seed=lambda s: bool(SEED.search(s)))
         self.render(out, "facts.html", "facts.html", page_kind="facts", facts=self._fact_rows())
+        self._findings(out)
         (out / MARKER).write_text(f"built by llmfix {__version__}; `llmfix site build` may replace this folder\n",
                                   encoding="utf-8")
         return self.pages
 
     # ------------------------------------------------------------------ pieces
+    def _findings(self, out: Path) -> None:
+        """One page per probe finding id, so a line of ``llmfix probe`` output can be looked up."""
+        for finding in self.kb.findings.values():
+            fact = self.kb.facts.get(finding.id)
+            self.render(out, f"findings/{finding.id}.html", "finding.html", page_kind="finding", fd=finding,
+                        fact=fact)
+
     def _symptom(self, out: Path, symptom: Any) -> None:
         kb = self.kb
         order = export.question_order(kb, symptom.id)

@@ -17,8 +17,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from pathlib import PurePosixPath
-from typing import Any, Callable
+from typing import Any
 
 from markdown_it import MarkdownIt
 from markupsafe import Markup, escape

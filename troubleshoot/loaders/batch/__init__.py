@@ -16,6 +16,9 @@ the text of text records, and the special ids a batch may carry itself (``eos_to
 Caps keep the work bounded whatever the file size; each cap that bit is listed in ``notes``:
 ``MAX_ROWS`` token rows, ``MAX_TOKENS`` rows x T, ``MAX_SEQ`` tokens per record,
 ``MAX_TEXT_RECORDS`` text records and ``MAX_TEXT_CHARS`` characters of text.
+
+This module sniffs and reads tensor files; the ``Batch`` type, the caps and the padding live in
+``rows.py``, JSON records in ``records.py``.
 """
 from __future__ import annotations
 
@@ -26,9 +29,25 @@ from ...errors import ArtifactError
 from ...observations import Artifact
 from ..tensors import iter_tensors, load_pickle, safetensors_header
 from .records import count_records, head_records, read_json, record_kind
-from .rows import (ID_KEYS, JSON_SUFFIXES, MAX_JSON_BYTES, MAX_ROWS, MAX_SEQ, MAX_TEXT_CHARS, MAX_TEXT_RECORDS,
-                   MAX_TOKENS, META_KEYS, PICKLE_SUFFIXES, SEQ_KEYS, WRAPPERS, Batch, TextRecord, as_rows,
-                   pad_into, scalar)
+from .rows import (
+    ID_KEYS,
+    JSON_SUFFIXES,
+    MAX_JSON_BYTES,
+    MAX_ROWS,
+    MAX_SEQ,
+    MAX_TEXT_CHARS,
+    MAX_TEXT_RECORDS,
+    MAX_TOKENS,
+    META_KEYS,
+    PICKLE_SUFFIXES,
+    SEQ_KEYS,
+    WRAPPERS,
+    Batch,
+    TextRecord,
+    as_rows,
+    pad_into,
+    scalar,
+)
 
 __all__ = ["MAX_JSON_BYTES", "MAX_ROWS", "MAX_SEQ", "MAX_TEXT_CHARS", "MAX_TEXT_RECORDS", "MAX_TOKENS", "Batch",
            "TextRecord", "read", "sniff"]

@@ -13,8 +13,22 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import ArtifactError
-from .rows import (ID_KEYS, MAX_JSON_BYTES, MAX_ROWS, MAX_TEXT_CHARS, MAX_TEXT_RECORDS, META_KEYS, SEQ_KEYS,
-                   SNIFF_LINES, TEXT_KEYS, Batch, TextRecord, as_rows, pad_into, scalar)
+from .rows import (
+    ID_KEYS,
+    MAX_JSON_BYTES,
+    MAX_ROWS,
+    MAX_TEXT_CHARS,
+    MAX_TEXT_RECORDS,
+    META_KEYS,
+    SEQ_KEYS,
+    SNIFF_LINES,
+    TEXT_KEYS,
+    Batch,
+    TextRecord,
+    as_rows,
+    pad_into,
+    scalar,
+)
 
 
 def head_records(path: Path) -> list[dict]:
@@ -171,7 +185,7 @@ def _iter_records(path: Path, bad: list[int]):
         if isinstance(data, list):
             yield from ((i + 1, rec) for i, rec in enumerate(data))
             return
-    with open(path, "r", encoding="utf-8", errors="replace") as f:
+    with open(path, encoding="utf-8", errors="replace") as f:
         for line_no, line in enumerate(f, 1):
             if not line.strip():
                 continue

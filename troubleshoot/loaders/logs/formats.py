@@ -23,8 +23,7 @@ from pathlib import Path
 
 from .metrics import csv_records, csv_separator, jsonl_records, tensorboard_records, trainer_state_records
 from .record import Record, metric_slot
-from .text import (DS_LOSS, DS_STEP, HF_DICT, MEG_ITER, MODDED, NANO_EVAL, NANO_ITER, OVERFLOW, encoding_of,
-                   text_records)
+from .text import DS_LOSS, DS_STEP, HF_DICT, MEG_ITER, MODDED, NANO_EVAL, NANO_ITER, OVERFLOW, encoding_of, text_records
 
 WEAK_MEGATRON = ("using world size:", "------------------------ arguments ------------------------",
                  "> building train, validation, and test datasets", "[before the start of training step]")

@@ -9,8 +9,9 @@ from __future__ import annotations
 import csv
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO
 
 from ...errors import ArtifactError
 from .record import Record, metric_slot, record_from_dict
@@ -76,7 +77,7 @@ def trainer_state_records(path: Path) -> Iterator[Record]:
     the list. Records carry ``line`` = entry index + 1.
     """
     decoder = json.JSONDecoder()
-    with open(path, "r", encoding="utf-8", errors="replace") as f:
+    with open(path, encoding="utf-8", errors="replace") as f:
         head, buf, pos = _find_log_history(f, path)
         index = 0
         while True:

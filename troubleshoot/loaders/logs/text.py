@@ -10,8 +10,8 @@ whatever its size; bytes that are not UTF-8 are replaced.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 from .record import Record, record_from_dict, to_float, to_int
 

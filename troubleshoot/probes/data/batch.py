@@ -4,7 +4,8 @@ Runs on every artifact of kind "batch" (``.pt`` / ``.safetensors`` tensors, ``.j
 or text). When a checkpoint folder is given alongside, its files supply the vocabulary size, the
 pad / BOS id and every EOS id (``loaders.tokenizer``); without one the batch's own
 ``eos_token_id`` / ``pad_token_id`` keys are used, the pad id is inferred from the padding, and the
-checks that need a missing id say they were skipped and why. Text records go on to ``text.py``; the label, EOS and range checks live in ``labels.py``.
+checks that need a missing id say they were skipped and why. Text records go on to ``text.py``; the
+label, EOS and range checks live in ``labels.py``.
 
 Sample findings (``where  id  message``)::
 
@@ -30,9 +31,19 @@ from ...loaders.batch import Batch
 from ...loaders.tokenizer import Specials, specials
 from ...observations import Observations
 from . import text
-from .labels import (DEFAULTS, IGNORE, double_bos, eos_checks, eos_mismatch, first, label_checks, mode, publish,
-                     range_check, repeats_in_rows, supervised)
-
+from .labels import (
+    DEFAULTS,
+    double_bos,
+    eos_checks,
+    eos_mismatch,
+    first,
+    label_checks,
+    mode,
+    publish,
+    range_check,
+    repeats_in_rows,
+    supervised,
+)
 
 # Every fact this family can publish (kb lint checks them against the rules' facts).
 PUBLISHES = (

@@ -1,7 +1,8 @@
 """Label, EOS, token-range and repetition checks of the data-batch probe (``batch.py`` runs them).
 
-Also the helpers every data check shares: ``publish`` (facts of several batches combine: any fault wins, numbers take the max), ``first``
-(the first offending row/position) and ``DEFAULTS`` (the token-check thresholds).
+Also the helpers every data check shares: ``publish`` (facts of several batches combine: any fault
+wins, numbers take the max), ``first`` (the first offending row/position) and ``DEFAULTS`` (the
+token-check thresholds).
 
 Sample findings::
 

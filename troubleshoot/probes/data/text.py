@@ -35,7 +35,8 @@ from pathlib import Path
 from ...loaders.batch import Batch
 from ...loaders.tokenizer import Specials, load_tokenizer
 from ...observations import Observations
-from .labels import DEFAULTS as TOKEN_DEFAULTS, double_bos, eos_checks, periodic_runs, publish, range_check
+from .labels import DEFAULTS as TOKEN_DEFAULTS
+from .labels import double_bos, eos_checks, periodic_runs, publish, range_check
 
 # Thresholds (heuristic, see docs/probes-data.md): warn above the first, error above "pervasive".
 ESCAPE_WARN, ESCAPE_ERROR = 0.01, 0.20

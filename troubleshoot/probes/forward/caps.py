@@ -10,8 +10,8 @@ importing the value.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 from ...errors import LlmfixError
 

@@ -31,9 +31,9 @@ import math
 from contextlib import contextmanager
 
 from ...errors import LlmfixError
-from .model import LoadedModel, batch_for, loaded_model
 from ...observations import Observations
 from . import nonfinite as nf
+from .model import LoadedModel, batch_for, loaded_model
 
 SOURCE = "probe:gradflow"
 # Every fact this family can publish (kb lint checks them against the rules' facts).

@@ -26,8 +26,8 @@ reference logit: RTOL per dtype). Sample::
 from __future__ import annotations
 
 from ...errors import LlmfixError
-from .model import SEED, LoadedModel, loaded_model
 from ...observations import Observations
+from .model import SEED, LoadedModel, loaded_model
 from .nonfinite import float_tensors
 
 SOURCE = "probe:masks"

@@ -22,8 +22,9 @@ Sample of what gradflow turns this into::
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 FP16_MAX = 65504.0    # largest finite float16
 FP16_DANGER = 1e4     # heuristic: products of two such values overflow fp16 (KNOWLEDGE amp_fp16_overflow)
@@ -110,7 +111,7 @@ class ActivationMonitor:
         self.calls.append(self.names.get(module, type(module).__name__))
         self.values.append(m)
 
-    def __enter__(self) -> "ActivationMonitor":
+    def __enter__(self) -> ActivationMonitor:
         self.handles = [m.register_forward_hook(self._hook) for m in self.names]
         return self
 

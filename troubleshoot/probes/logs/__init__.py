@@ -35,8 +35,7 @@ from ...loaders.logs import FOLDER, find_logs_in, formats
 from ...observations import Observations, Timeline
 from ..context import ProbeContext
 from .findings import findings
-from .reading import (Reading, is_blip, linked_explosion, loss_scale_severity, near_warmup, read, skip_stats,
-                           warmup_end)
+from .reading import Reading, is_blip, linked_explosion, loss_scale_severity, near_warmup, read, skip_stats, warmup_end
 from .stats import median
 from .summary import analyse
 from .trends import eval_rising, slowdown

@@ -11,8 +11,16 @@ from ...loaders.logs import formats
 from ...observations import Observations
 from . import trends
 from .detectors import SETTLE_RECORDS, Event
-from .reading import (BLIP_RECORDS, Reading, is_blip, loss_event_near, loss_scale_severity, near_warmup,
-                           skip_stats, warmup_end)
+from .reading import (
+    BLIP_RECORDS,
+    Reading,
+    is_blip,
+    loss_event_near,
+    loss_scale_severity,
+    near_warmup,
+    skip_stats,
+    warmup_end,
+)
 from .summary import Summary
 from .trackers import LS_MIN_SCALE
 

@@ -172,7 +172,7 @@ class Reading:
     @property
     def skip_range(self) -> str | None:
         """``START-END`` for ``--skip-train-iteration-range``."""
-        return "%d-%d" % self.main.window if self.main else None
+        return "{}-{}".format(*self.main.window) if self.main else None
 
     def plateau(self) -> tuple[int, float] | None:
         """A flat loss, unless it is flat because it is rising (divergence) or unrecovered."""

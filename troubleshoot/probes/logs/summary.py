@@ -13,7 +13,8 @@ import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from math import inf as INF, isfinite
+from math import inf as INF
+from math import isfinite
 from pathlib import Path
 
 from ...errors import ArtifactError

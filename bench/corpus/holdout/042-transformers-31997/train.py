@@ -1,4 +1,4 @@
-from transformers import AutoModelForCausalLM, Trainer
+from transformers import AutoModelForCausalLM
 
 model = AutoModelForCausalLM.from_pretrained(
     "google/gemma-2-9b",

@@ -1,7 +1,8 @@
-import torch
 import os
-from torch.utils.data import Dataset, DataLoader
+
 import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset
 
 os.environ["CUDA_VISIBLE_DEVICES"] = "0"
 
