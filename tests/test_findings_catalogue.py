@@ -43,4 +43,4 @@ def test_kb_show_a_finding():
     result = CliRunner().invoke(cli.main, ["kb", "show", "data.mask.non_binary"])
     assert result.exit_code == 0 and "attention_mask holds values other than 0 and 1" in result.output
     shared = CliRunner().invoke(cli.main, ["kb", "show", "logs.nan"])  # a fact and a finding
-    assert "(yes|no)" in shared.output and "a probe finding" in shared.output
+    assert "(yes|no)" in shared.output and "a probe finding" in shared.output  # the fact, then the finding

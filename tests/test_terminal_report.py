@@ -67,7 +67,7 @@ def test_example_probe_leads_with_the_answer():
 def test_wraps_to_the_terminal_width_with_hanging_indents(columns):
     out = run("ask", "--no-input", "--fixes", "loss went nan", columns=columns).output
     long = [line for line in out.splitlines()
-            if len(line) > columns and not re.search(r"\S{" + str(columns // 3) + ",}", line)]
+            if len(line) > columns and not re.search(rf"\S{{{columns // 3},}}", line)]
     assert not long, long  # only an unbreakable word (a URL) may overflow
     step_continuations = [line for line in out.splitlines() if re.match(r" {9}\S", line)]
     assert step_continuations or columns == 140, "continuations hang under the step text"

@@ -433,7 +433,7 @@ def kb_show(item_id: str, answers: tuple[str, ...]) -> None:
     base = _kb()
     item = base.lookup(item_id)
     if item is None:
-        known = [*base.symptoms, *base.causes, *base.fixes, *base.facts]
+        known = [*base.symptoms, *base.causes, *base.fixes, *base.facts, *base.findings]
         raise Failure(f"unknown id '{clip(item_id)}'.{did_you_mean(item_id, known)} (list them: llmfix kb list)")
     values = {name: fact.value for name, fact in _parse_answers(base, answers).items()}
     click.echo(show(base, item, values, terminal_width()), nl=False)

@@ -56,14 +56,15 @@ def show(kb: KnowledgeBase, item: object, values: Mapping[str, Any] | None = Non
     if isinstance(item, FactSpec):
         return _fact(kb, item, width)
     if isinstance(item, FindingSpec):
-        return _finding(item)
+        return _finding(item, width)
     if isinstance(item, Article):
         return to_terminal(item.body, width)
     raise TypeError(item)
 
 
-def _finding(f: FindingSpec) -> str:
-    return f"{click.style(f'{f.id}: {f.title}', bold=True)}  (a probe finding)\n  {f.explanation}\n"
+def _finding(f: FindingSpec, width: int) -> str:
+    head = click.style(f"{f.id}: {f.title}", bold=True) + "  (a probe finding)"
+    return "\n".join([head, *hang("  ", " ".join(f.explanation.split()), width)]) + "\n"
 
 
 def _symptom(kb: KnowledgeBase, s: Symptom, width: int) -> str:
@@ -111,6 +112,5 @@ def _fact(kb: KnowledgeBase, spec: FactSpec, width: int) -> str:
     for check in kb.checks_for(spec.name):
         lines += hang(f"  asked by {check.symptom}: ", check.ask, width)
     lines.append(f"  give it: --answer {spec.name}=VALUE")
-    if spec.name in kb.findings:  # a probe also reports it as a finding of the same name
-        lines += ["", _finding(kb.findings[spec.name]).rstrip("\n")]
-    return "\n".join(lines) + "\n"
+    also = "\n" + _finding(kb.findings[spec.name], width) if spec.name in kb.findings else ""
+    return "\n".join(lines) + "\n" + also

@@ -9,7 +9,7 @@ import click
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from .terminal import hang
+from .terminal import hang, words_styled
 
 _MD = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
 
@@ -92,6 +92,6 @@ def _bold_spans(text: str) -> str:
     """Style the marked spans word by word, so that wrapping never splits an escape sequence."""
     pieces, bold = [], False
     for part in text.replace("\x01", "\x00").split("\x00"):
-        pieces.append(" ".join(click.style(w, bold=True) if w else w for w in part.split(" ")) if bold else part)
+        pieces.append(words_styled(part, bold=True) if bold else part)
         bold = not bold
     return "".join(pieces)

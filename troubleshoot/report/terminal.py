@@ -65,6 +65,11 @@ def hang(head: str, text: str, width: int, indent: int | None = None) -> list[st
     return lines + [line]
 
 
+def words_styled(text: str, **style) -> str:
+    """Style each word on its own, so that a wrapped line never carries a style across the break."""
+    return " ".join(click.style(word, **style) if word else word for word in text.split(" "))
+
+
 def render(diag: Diagnosis, top: int = 5, fixes_per_cause: int = 1, all_fixes: bool = False,
            width: int | None = None) -> str:
     width = width or terminal_width()
@@ -196,7 +201,7 @@ def _fixes(shown: list[RankedCause], per_cause: int, all_fixes: bool, width: int
 
 
 def _fix(fix, width: int) -> list[str]:
-    lines = hang("     fix: ", click.style(fix.title, bold=True), width)
+    lines = hang("     fix: ", words_styled(fix.title, bold=True), width)
     for step in fix.steps:
         lines += hang("       - ", step, width)
     if fix.needs:
