@@ -35,6 +35,7 @@ from ..loaders.logs import DETAILS, find_logs_in
 from ..observations import Observations
 from . import ProbeContext
 from .logs_findings import findings
+from .logs_preference import judge
 from .logs_reading import (Reading, is_blip, linked_explosion, loss_scale_severity, near_warmup, read, skip_stats,
                            warmup_end)
 from .logs_stats import median
@@ -69,6 +70,7 @@ def run(ctx: ProbeContext) -> Observations:
     if not readings:
         return obs
     facts(max(readings, key=lambda r: RANK.get(r.main.severity, 0) if r.main else -1), obs)
+    run_kind_facts([rd.summary for rd in readings], obs)
     lines = [line for rd in readings for line in T.timeline(rd)]
     plot = _plot(ctx.plot, readings, obs) if ctx.plot else None
     obs.attachments["logs"] = {"timeline": lines, "plot": plot}
@@ -138,6 +140,18 @@ def _plot(out: str, readings: list[Reading], obs: Observations) -> str | None:
 
 # ---------------------------------------------------------------------------------------------
 # facts
+
+def run_kind_facts(summaries: list, obs: Observations) -> None:
+    """The zero-loss facts (from the log showing the pattern, else the first with a loss) and the
+    preference facts (from the first log of a preference / RL run)."""
+    with_loss = [s for s in summaries if s.zero.records]
+    zero = next((s for s in with_loss if s.zero.pattern), with_loss[0] if with_loss else None)
+    for name, value in (zero.zero.facts() if zero else {}).items():
+        obs.fact(name, value, SOURCE, zero.path)
+    pref = next((s for s in summaries if s.pref.seen), None)
+    for v in judge(pref.pref) if pref else ():
+        obs.fact(v.fact, v.value, SOURCE, pref.path)
+
 
 def facts(rd: Reading, obs: Observations) -> None:
     """Publish the rules/_facts/logs.yaml facts that this log determines (never guesses)."""
