@@ -30,6 +30,7 @@ from typing import Any
 from ..loaders.checkpoint import Checkpoint, open_checkpoint, weight_shapes
 from ..observations import Observations
 from . import ProbeContext
+from .config_router import router_facts, router_finding
 
 SOURCE = "probe:config"
 ALIASES = {  # HF names first, then GPT-2 / T5 / Megatron spellings
@@ -110,6 +111,7 @@ def probe_config(ckpt: Checkpoint, obs: Observations) -> None:
             obs.find("config.fp16", "info", "the run is fp16: it needs dynamic loss scaling, and values above 65504 "
                      "overflow (BLOOM-176B moved to bf16)", where, dtype)
     _norm_and_attention(cfg, where, obs)
+    _router(cfg, where, obs)
     if "rope_scaling" in cfg:
         obs.fact("model.rope_scaling", bool(cfg["rope_scaling"]), SOURCE, where)
     if cfg.get("embed_layernorm") is not None or cfg.get("model_type") == "bloom":
@@ -117,6 +119,17 @@ def probe_config(ckpt: Checkpoint, obs: Observations) -> None:
     tok = read_tokenizer(ckpt)
     _special_tokens(ckpt, tok, obs)
     _vocab(ckpt, tok, obs)
+
+
+def _router(cfg: dict, where: str, obs: Observations) -> None:
+    """MoE router settings and the attention kernel (config_router)."""
+    facts = router_facts(cfg)
+    for name, value in facts.items():
+        obs.fact(name, value, SOURCE, where)
+    found = router_finding(facts)
+    if found:
+        obs.find("config.moe_router", found[0], found[1], where,
+                 {k.removeprefix("model.moe."): v for k, v in facts.items() if k.startswith("model.moe.")})
 
 
 def _shape(cfg: dict, h: Any, n_layers: Any, where: str, obs: Observations) -> None:

@@ -31,6 +31,7 @@ from ..loaders.checkpoint import Checkpoint, iter_weights, open_checkpoint
 from ..observations import Observations
 from . import ProbeContext
 from .config import pick, run_dtype
+from .weights_export import ExportAudit
 
 SOURCE = "probe:weights"
 FP16_MAX = 65504.0
@@ -120,12 +121,15 @@ def run(ctx: ProbeContext) -> Observations:
     for art in ctx.of_kind("hf-checkpoint", "megatron-checkpoint", "state-dict"):
         ckpt = open_checkpoint(art.path)
         if ckpt.weight_files:
-            audit(ckpt, stream(ckpt, ctx.options.get("progress")), obs)
+            export = ExportAudit()
+            audit(ckpt, stream(ckpt, ctx.options.get("progress"), export), obs)
+            export.report(ckpt, obs)
     return obs
 
 
-def stream(ckpt: Checkpoint, progress=None) -> list[Stat]:
-    """Per-tensor numbers for every weight, one tensor in memory at a time.
+def stream(ckpt: Checkpoint, progress=None, export: ExportAudit | None = None) -> list[Stat]:
+    """Per-tensor numbers for every weight, one tensor in memory at a time (each tensor is also
+    shown to ``export``, the saved-model audit, when given).
 
     ``progress(done_bytes, total_bytes, name)``, when given (``ProbeContext.options["progress"]``),
     is called after each tensor so a terminal can draw a bar over large checkpoints.
@@ -134,6 +138,8 @@ def stream(ckpt: Checkpoint, progress=None) -> list[Stat]:
     done, stats = 0, []
     for f, name, t in iter_weights(ckpt):
         s = tensor_stat(t, ckpt.rel(f), name)
+        if export is not None:
+            export.see(ckpt.rel(f), name, t)
         if s is not None:
             stats.append(s)
         if progress is not None:
