@@ -8,12 +8,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import ckptfactory as F
 import pytest
 import torch
 from click.testing import CliRunner
 from safetensors.torch import load_file, save_file
 
-import ckptfactory as F
 from troubleshoot import cli
 from troubleshoot.observations import Artifact
 from troubleshoot.probes import ProbeContext, config, weights
@@ -55,7 +55,7 @@ def test_untrained_chat_token_rows(tmp_path):
     found, by_id = facts(weights, folder)
     assert found["weights.untrained_token_rows"] == 2
     assert "<|im_start|>" in by_id["weights.untrained_tokens"].message
-    code, data = run("ask", "loss becomes nan after a few steps", "--no-input", "--probe", str(folder))
+    _code, data = run("ask", "loss becomes nan after a few steps", "--no-input", "--probe", str(folder))
     assert data["causes"][0]["id"] == "nan-loss.untrained-special-tokens"
 
 
@@ -82,9 +82,9 @@ def test_broken_tie(tmp_path):
     sd = load_file(str(folder / "model.safetensors"))
     sd["lm_head.weight"] = sd["transformer.wte.weight"] + 0.01 * torch.randn_like(sd["transformer.wte.weight"])
     save_file(sd, str(folder / "model.safetensors"))
-    found, by_id = facts(weights, folder)
+    found, _by_id = facts(weights, folder)
     assert found["weights.tie_broken"] is True
-    code, data = run("ask", "the saved model outputs garbage after loading", "--no-input", "--probe", str(folder))
+    _code, data = run("ask", "the saved model outputs garbage after loading", "--no-input", "--probe", str(folder))
     assert data["causes"][0]["id"] == "save-export.tied-embeddings-broken"
 
 
@@ -126,7 +126,7 @@ def test_adapter_without_its_new_tokens(tmp_path):
     assert found["weights.lora_target_count"] == 2 and found["weights.lora_saves_embeddings"] is False
     assert found["export.only_adapter_files"] is True
     assert by_id["weights.lora_adapter"].severity == "warning" and "q_proj" in by_id["weights.lora_adapter"].message
-    code, data = run("ask", "added special tokens lost after reloading the lora model", "--no-input",
+    _code, data = run("ask", "added special tokens lost after reloading the lora model", "--no-input",
                      "--probe", str(folder), "--answer", "export.resized_embeddings=true")
     assert data["causes"][0]["id"] == "save-export.new-tokens-not-saved"
 
@@ -152,7 +152,7 @@ def test_mixtral_config_without_router_logits(tmp_path):
     assert found["model.moe.num_experts"] == 4 and found["model.moe.top_k"] == 2
     assert found["model.moe.output_router_logits"] is False and found["model.moe.router_aux_loss_coef"] == 0.001
     assert by_id["config.moe_router"].severity == "warning"
-    code, data = run("ask", "MoE experts collapse after fine-tuning", "--no-input", "--probe", str(folder))
+    _code, data = run("ask", "MoE experts collapse after fine-tuning", "--no-input", "--probe", str(folder))
     assert data["causes"][0]["id"] == "moe-routing.aux-loss-off"
 
 

@@ -10,10 +10,10 @@ import json
 import math
 from pathlib import Path
 
+import logfactory as L
 import pytest
 from click.testing import CliRunner
 
-import logfactory as L
 from troubleshoot import cli
 from troubleshoot.probes.logs_summary import analyse
 
@@ -29,8 +29,8 @@ def findings(data: dict) -> set[str]:
 
 
 def facts_of(path: Path) -> dict:
-    from troubleshoot.probes import ProbeContext, logs
     from troubleshoot.observations import Artifact
+    from troubleshoot.probes import ProbeContext, logs
 
     obs = logs.run(ProbeContext([Artifact(str(path), "log", "")]))
     return {k: f.value for k, f in obs.facts.items()}
@@ -77,7 +77,7 @@ def test_both_rewards_falling_is_likelihood_displacement(tmp_path):
     path = dpo_state(tmp_path / "trainer_state.json", chosen=lambda t: -6 * t, rejected=lambda t: -14 * t,
                      logps_chosen=lambda t: -310.0 - 60 * t, loss=lambda t: 0.693 - 0.4 * t,
                      accuracy=lambda t: 0.5 + 0.4 * t)
-    code, data = probe(path)
+    _code, data = probe(path)
     assert {"logs.pref.rewards_falling", "logs.pref.chosen_logps_falling"} <= findings(data)
     assert data["causes"][0]["id"] == "preference-divergence.likelihood-displacement"
     assert data["symptoms"][0]["id"] == "preference-divergence"
@@ -89,14 +89,14 @@ def test_runaway_margins_and_collapsed_loss_point_at_the_learning_rate(tmp_path)
     facts = facts_of(path)
     assert facts["logs.pref.margin_runaway"] and facts["logs.pref.loss_collapsed"]
     assert not facts["logs.pref.rewards_both_falling"]
-    code, data = probe(path)
+    _code, data = probe(path)
     assert data["causes"][0]["id"] == "preference-divergence.lr-too-high"
 
 
 def test_rewards_far_from_zero_at_step_one_mean_another_reference(tmp_path):
     path = dpo_state(tmp_path / "trainer_state.json", chosen=lambda t: -3.0 + 0.2 * t, rejected=lambda t: -3.5 - t)
     assert facts_of(path)["logs.pref.initial_rewards_nonzero"] is True
-    code, data = probe(path)
+    _code, data = probe(path)
     assert "logs.pref.initial_rewards" in findings(data)
     assert data["causes"][0]["id"] == "preference-divergence.reference-mismatch"
 

@@ -187,14 +187,13 @@ def _loss(t: PrefTracker) -> list[Verdict]:
     quarter, half = t.loss.tail(0.25), t.loss.tail(0.5)
     collapsed = max(quarter) < COLLAPSED_LOSS
     stuck = all(abs(v - LN2) < STUCK_TOLERANCE for v in half)
-    out = [Verdict("logs.pref.loss_collapsed", collapsed,
-                   ("logs.pref.loss_collapsed", "warning", f"the preference loss fell to {_g(quarter[-1])} and "
+    return [Verdict("logs.pref.loss_collapsed", collapsed,
+                   ("logs.pref.loss_collapsed", "warning", (f"the preference loss fell to {_g(quarter[-1])} and "
                     "stayed below 0.01 for the last quarter of the run: the pairs are separated perfectly, "
-                    "the usual sign of a learning rate or beta that lets the policy run away") if collapsed else None),
+                    "the usual sign of a learning rate or beta that lets the policy run away")) if collapsed else None),
            Verdict("logs.pref.loss_stuck", stuck,
-                   ("logs.pref.loss_stuck", "warning", f"the preference loss stays at {_g(half[-1])} (ln 2 = 0.693) "
-                    "for the second half of the run: the policy does not separate chosen from rejected") if stuck else None)]
-    return out
+                   ("logs.pref.loss_stuck", "warning", (f"the preference loss stays at {_g(half[-1])} (ln 2 = 0.693) "
+                    "for the second half of the run: the policy does not separate chosen from rejected")) if stuck else None)]
 
 
 def _initial(t: PrefTracker) -> list[Verdict]:
@@ -229,12 +228,12 @@ def _kl(t: PrefTracker) -> list[Verdict]:
     end = s.edges()[1]
     exploding = end >= max(KL_EXPLODE_MIN, KL_EXPLODE_FACTOR * max(early_median, 0.0))
     return [Verdict("logs.pref.kl_negative", negative,
-                    ("logs.pref.kl_negative", "error", f"the KL estimate is below {KL_NEGATIVE} at {t.kl_negative} of "
+                    ("logs.pref.kl_negative", "error", (f"the KL estimate is below {KL_NEGATIVE} at {t.kl_negative} of "
                      f"{s.count} logged steps: completions are not sampled from the distribution the log-probs "
-                     "describe (top-k / top-p / min_length, temperature, another inference engine)") if negative else None),
+                     "describe (top-k / top-p / min_length, temperature, another inference engine)")) if negative else None),
             Verdict("logs.pref.kl_exploding", exploding,
-                    ("logs.pref.kl_exploding", "warning", f"the KL to the reference grew from {_g(early_median)} to "
-                     f"{_g(end)}: the policy moves far from the reference (beta, learning rate, reward hacking)")
+                    ("logs.pref.kl_exploding", "warning", (f"the KL to the reference grew from {_g(early_median)} to "
+                     f"{_g(end)}: the policy moves far from the reference (beta, learning rate, reward hacking)"))
                     if exploding else None)]
 
 
@@ -246,8 +245,8 @@ def _clipfrac(t: PrefTracker) -> list[Verdict]:
     level = sum(half) / len(half)
     high = level > CLIPFRAC_HIGH
     return [Verdict("logs.pref.clipfrac_high", high,
-                    ("logs.pref.clipfrac_high", "warning", f"the clip fraction averages {level:.2f} over the second "
-                     "half: many tokens leave the trust region each update") if high else None)]
+                    ("logs.pref.clipfrac_high", "warning", (f"the clip fraction averages {level:.2f} over the second "
+                     "half: many tokens leave the trust region each update")) if high else None)]
 
 
 def _length(t: PrefTracker) -> list[Verdict]:
@@ -257,5 +256,5 @@ def _length(t: PrefTracker) -> list[Verdict]:
         return []
     growing = e[1] >= LENGTH_GROWTH * e[0] and e[1] > s.middle_third()
     return [Verdict("logs.pref.length_growing", growing,
-                    ("logs.pref.length_growing", "info", f"mean completion length grew from {_g(e[0])} to {_g(e[1])}"
-                     " tokens and is still rising: check the samples for length exploitation") if growing else None)]
+                    ("logs.pref.length_growing", "info", (f"mean completion length grew from {_g(e[0])} to {_g(e[1])}"
+                     " tokens and is still rising: check the samples for length exploitation")) if growing else None)]
