@@ -35,8 +35,9 @@ import torch  # noqa: E402
 from transformers import GPT2Config, GPT2LMHeadModel  # noqa: E402
 
 from troubleshoot.observations import Artifact  # noqa: E402
-from troubleshoot.probes import ProbeContext, gradflow, masks  # noqa: E402
-from troubleshoot.probes.nonfinite import ActivationMonitor  # noqa: E402
+from troubleshoot.probes import ProbeContext
+from troubleshoot.probes.forward import gradflow, masks  # noqa: E402
+from troubleshoot.probes.forward.nonfinite import ActivationMonitor  # noqa: E402
 
 
 def gpt2(layers: int, width: int, vocab: int = 50257):
@@ -121,7 +122,7 @@ def _with_hf_debug(model, plain):
 def replay_estimate(model, ids, plain_s: float, reps: int = 5) -> dict:
     """Steadier than wall-clock ratios on a busy machine: time only the monitor's reductions,
     replayed on the outputs captured from one forward, and add them to the fastest plain run."""
-    from troubleshoot.probes.nonfinite import absmax, finite_sum, float_tensors
+    from troubleshoot.probes.forward.nonfinite import absmax, finite_sum, float_tensors
 
     outs = []
     handles = [m.register_forward_hook(lambda m, a, o: outs.append(float_tensors(o)))
@@ -151,8 +152,8 @@ def probe_times(model, device: str) -> dict:
     """Wall time of building the model from an HF folder, gradflow and masks (fp32 checkpoint);
     gradflow again with a user batch of 8 x 256 (cut to the caps: CPU_MAX_TOKENS on CPU), and on
     the same model saved in bf16 (two passes: bf16, then fp32)."""
-    from troubleshoot.loaders.model import model_for
-    from troubleshoot.loaders.model_caps import MAX_BATCH, MAX_SEQ
+    from troubleshoot.probes.forward.model import model_for
+    from troubleshoot.probes.forward.caps import MAX_BATCH, MAX_SEQ
 
     out: dict = {}
     with tempfile.TemporaryDirectory() as tmp:

@@ -12,9 +12,11 @@ import torch
 import batchfactory as bf
 from troubleshoot.errors import ArtifactError, UnsafePickleError
 from troubleshoot.loaders import batch as loader
+from troubleshoot.loaders.batch import rows
 from troubleshoot.observations import Artifact
-from troubleshoot.probes import ProbeContext
-from troubleshoot.probes import batch as probe
+from troubleshoot.loaders import detect
+from troubleshoot.probes import ProbeContext, run_all
+from troubleshoot.probes.data import batch as probe
 
 
 @pytest.fixture(scope="module")
@@ -22,11 +24,11 @@ def ckpt(tmp_path_factory):
     return bf.make_checkpoint(tmp_path_factory.mktemp("ckpt") / "model")
 
 
-def run(path, ckpt=None, **options):
+def run(path, ckpt=None):
     art = loader.sniff(path)
     assert art is not None and art.kind == "batch", f"{path} not recognised as a batch"
     arts = [art] + ([Artifact(str(ckpt), "hf-checkpoint")] if ckpt else [])
-    return probe.run(ProbeContext(arts, options=options))
+    return probe.run(ProbeContext(arts))
 
 
 def _write(path, text):
@@ -68,7 +70,7 @@ def test_healthy_batch_gives_no_error_or_warning(tmp_path, ckpt, fmt):
     assert fact(obs, "data.tokens.out_of_range") is False
     assert fact(obs, "data.labels.pad_not_ignored") is False
     assert fact(obs, "data.eos.masked") is False
-    assert fact(obs, "data.eos.id_mismatch") is False
+    assert "data.eos.id_mismatch" not in obs.facts  # the batch names no EOS id of its own
     assert all(f.source == "probe:batch" for f in obs.facts.values())
 
 
@@ -271,12 +273,15 @@ def test_eos_from_batch_key_without_checkpoint(tmp_path):
     assert "data.eos.skipped" in ids_of(obs) and "data.eos.present" not in obs.facts
 
 
-def test_eos_id_mismatch_between_files(tmp_path):
+def test_eos_id_mismatch_between_files_is_reported_once(tmp_path):
+    """The checkpoint's own files disagree: one finding, the config probe's, however many batches."""
     ckpt = bf.make_checkpoint(tmp_path / "ck", tok_eos="<|im_end|>", extra={"<|im_end|>": 64}, vocab=65)
-    obs = run(bf.save_pt(bf.healthy_batch(), tmp_path / "b.pt"), ckpt)
-    f = finding(obs, "data.eos.id_mismatch")
-    assert f.value["tokenizer_config.json"] == [64] and f.value["generation_config.json"] == [2]
-    assert fact(obs, "data.eos.id_mismatch") is True and "model.eos_mismatch" not in obs.facts
+    batches = [bf.save_pt(bf.healthy_batch(), tmp_path / f"b{i}.pt") for i in range(2)]
+    obs = run_all(ProbeContext([detect(b) for b in batches] + [detect(ckpt)], static=True))
+    eos = [f for f in obs.findings if "eos" in f.id and "mismatch" in f.id]
+    assert [f.id for f in eos] == ["config.eos_mismatch"], eos
+    assert eos[0].value["tokenizer_config.json"] == [64] and eos[0].value["generation_config.json"] == [2]
+    assert obs.facts["model.eos_mismatch"].value is True and "data.eos.id_mismatch" not in obs.facts
 
 
 def test_eos_id_mismatch_with_batch_key(tmp_path, ckpt):
@@ -287,14 +292,16 @@ def test_eos_id_mismatch_with_batch_key(tmp_path, ckpt):
     # a generation_config listing every end token is consistent
     ok = bf.make_checkpoint(tmp_path / "ok", tok_eos="<|im_end|>", extra={"<|im_end|>": 64}, vocab=65,
                             gen_eos=[2, 64])
-    obs = run(bf.save_pt(bf.healthy_batch(), tmp_path / "c.pt"), ok)
+    batch = bf.healthy_batch()
+    batch["eos_token_id"] = torch.tensor(64)
+    obs = run(bf.save_pt(batch, tmp_path / "c.pt"), ok)
     assert fact(obs, "data.eos.id_mismatch") is False
 
 
 # ------------------------------------------------------------------------------ caps and errors
 
 def test_caps_are_reported(tmp_path, ckpt, monkeypatch):
-    monkeypatch.setattr(loader, "MAX_ROWS", 2)
+    monkeypatch.setattr(rows, "MAX_ROWS", 2)
     obs = run(bf.save_pt(bf.healthy_batch(rows=6), tmp_path / "b.pt"), ckpt)
     assert "first 2 of 6 rows" in finding(obs, "data.capped").message
 
@@ -366,8 +373,8 @@ def test_every_published_fact_is_registered():
     root = Path(__file__).resolve().parents[1]
     registered = set(yaml.safe_load((root / "rules/_facts/data.yaml").read_text()))
     published = set()
-    for module in ("batch.py", "batch_labels.py", "text.py"):
-        source = (root / "troubleshoot/probes" / module).read_text()
+    for module in ("batch.py", "labels.py", "text.py"):
+        source = (root / "troubleshoot/probes/data" / module).read_text()
         published |= set(re.findall(r'publish\(obs, "([a-z_.]+)"', source))
         published |= set(re.findall(r'_rate\(obs, b, "([a-z_.]+)"', source))
     assert published and published <= registered, published - registered

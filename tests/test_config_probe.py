@@ -9,7 +9,7 @@ import pytest
 
 import ckptfactory as F
 from troubleshoot.loaders import detect
-from troubleshoot.probes import ProbeContext, config
+from troubleshoot.probes import ProbeContext, config, run_all
 
 warnings.filterwarnings("ignore", category=UserWarning)
 
@@ -109,8 +109,10 @@ def test_chat_template_end_of_turn_not_eos(fresh):
     tc["added_tokens_decoder"] = {"95": {"content": "<|eot_id|>", "special": True}}
     tc["chat_template"] = "{% for m in messages %}{{ m['content'] }}<|eot_id|>{% endfor %}"
     (folder / "tokenizer_config.json").write_text(json.dumps(tc))
-    f = found(probe(folder), "config.eot_not_eos")[0]
-    assert f.value == 95 and "'<|eot_id|>'" in f.message
+    obs = probe(folder)
+    f = found(obs, "config.eos_mismatch")[0]
+    assert f.severity == "warning" and f.value["chat_template"] == [95] and "'<|eot_id|>'" in f.message
+    assert obs.facts["model.eos_mismatch"].value is True
 
 
 def _config_only(tmp_path, **cfg):
@@ -145,8 +147,10 @@ def test_post_ln_and_unscaled_attention(tmp_path):
 
 
 def test_loader_issues_reported_once(tmp_path):
+    """The loader's own findings come from the loader step of run_all, not from any one probe."""
     root = F.megatron_deepspeed(tmp_path / "ds", latest=300)
-    obs = probe(root)
+    assert not found(probe(root), "checkpoint.latest_missing")
+    obs = run_all(ProbeContext([detect(root)]))
     assert len(found(obs, "checkpoint.latest_missing")) == 2
     assert len(found(obs, "checkpoint.unsafe_pickle_refused")) == 1
 

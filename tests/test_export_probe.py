@@ -18,7 +18,8 @@ from troubleshoot import cli
 from troubleshoot.observations import Artifact
 from troubleshoot.probes import ProbeContext, config, weights
 
-CHAT = "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+CHAT = ("{% for m in messages %}{% if m['role'] == 'user' %}<|user|>{% else %}<|assistant|>{% endif %}\n"
+        "{{ m['content'] }}</s>\n{% endfor %}")
 
 
 def run(*args: str) -> tuple[int, dict]:
@@ -33,10 +34,10 @@ def facts(family, folder: Path) -> dict:
 
 
 def chat_checkpoint(out: Path, *, train_new_rows: bool) -> Path:
-    """A Llama whose tokenizer gained <|im_start|> / <|im_end|> and a chat template using them;
+    """A Llama whose tokenizer gained <|user|> / <|assistant|> and a chat template using them;
     the two new embedding rows are either left at zero (never trained) or filled like the others."""
     tok = F.tokenizer()
-    tok.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>"]})
+    tok.add_special_tokens({"additional_special_tokens": ["<|user|>", "<|assistant|>"]})
     tok.chat_template = CHAT
     model = F.llama()
     model.resize_token_embeddings(len(tok))
@@ -54,7 +55,7 @@ def test_untrained_chat_token_rows(tmp_path):
     folder = chat_checkpoint(tmp_path / "ckpt", train_new_rows=False)
     found, by_id = facts(weights, folder)
     assert found["weights.untrained_token_rows"] == 2
-    assert "<|im_start|>" in by_id["weights.untrained_tokens"].message
+    assert "<|assistant|>" in by_id["weights.untrained_tokens"].message
     _code, data = run("ask", "loss becomes nan after a few steps", "--no-input", "--probe", str(folder))
     assert data["causes"][0]["id"] == "nan-loss.untrained-special-tokens"
 

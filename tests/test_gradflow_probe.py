@@ -13,9 +13,10 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from troubleshoot.errors import LlmfixError  # noqa: E402
-from troubleshoot.loaders import model_caps as model_loader  # noqa: E402
+from troubleshoot.probes.forward import caps as model_loader  # noqa: E402
 from troubleshoot.observations import Artifact, Observations  # noqa: E402
-from troubleshoot.probes import ProbeContext, gradflow, masks  # noqa: E402
+from troubleshoot.probes import ProbeContext
+from troubleshoot.probes.forward import gradflow, masks  # noqa: E402
 
 HERE = Path(__file__).parent
 FACTORY = HERE / "modelfactory.py"

@@ -30,7 +30,7 @@ BROKEN = [
     ("typo in a field", "    evidence:\n      - when: data.mask.binary", "    evidnce:\n      - when: data.mask.binary",
      "rules/nan-loss.yaml:24: causes[0].evidnce: unknown field 'evidnce'"),
     ("prior out of range", "prior: 0.1", "prior: 1.5", "causes[0].prior: expected a number between 0 and 1"),
-    ("negative likelihood ratio", "lr: 30", "lr: -3", "causes[0].evidence[0].lr: expected a likelihood ratio > 0"),
+    ("negative likelihood ratio", "lr: 30", "lr: -3", "causes[0].evidence[0].lr: expected a likelihood ratio between 1e-6 and 1e6"),
     ("unknown fact", "when: data.mask.binary == false", "when: data.mask.binry == false",
      "nan-loss.invalid-mask.evidence[0].when: unknown fact 'data.mask.binry'"),
     ("unsafe expression", "when: nanloss.early", "when: __import__('os').getcwd()", "is not allowed"),
@@ -47,6 +47,9 @@ BROKEN = [
     ("bad cause id", "id: nan-loss.lr-too-high", "id: lr_too_high", "expected a cause id 'nan-loss.<kebab-case>'"),
     ("unknown fact type", "type: bool, description: NaN within", "type: boolean, description: NaN within",
      "expected bool, number, choice or text, got 'boolean'"),
+    ("probe hint nothing answers", "    ask: Which precision do you train in?\n",
+     "    ask: Which precision do you train in?\n    probe: llmfix probe train.log\n",
+     "rules/nan-loss.yaml:17: checks[2].probe: no probe publishes 'train.precision'"),
 ]
 
 
@@ -73,3 +76,12 @@ def test_cli_lint_exit_codes(mini_root, monkeypatch):
     monkeypatch.setattr("troubleshoot.knowledge.lint.knowledge_root", lambda: mini_root)
     result = CliRunner().invoke(cli.main, ["kb", "lint"])
     assert result.exit_code == 1 and "required symptom 'loss-spike' is missing" in result.output
+
+
+def test_shared_facts_need_a_merge_rule(mini_root, monkeypatch):
+    from troubleshoot import probes
+
+    assert not new_problems(mini_root)
+    monkeypatch.delitem(probes.SHARED_FACTS, "weights.nonfinite")
+    assert any("fact 'weights.nonfinite' is published by weights and gradflow but has no merge rule" in p
+               for p in new_problems(mini_root))

@@ -11,9 +11,11 @@ from troubleshoot.loaders import detect
 from troubleshoot.observations import Artifact
 from troubleshoot.probes import ProbeContext
 from troubleshoot.probes import logs as P
-from troubleshoot.probes import logs_detectors as D
-from troubleshoot.probes.logs_stats import MAX_BLOCKS
-from troubleshoot.probes.logs_summary import analyse
+from troubleshoot.probes.logs import detectors as D
+from troubleshoot.probes.logs.stats import MAX_BLOCKS
+from troubleshoot.probes.logs.summary import analyse
+from troubleshoot.report.plot import write_plots
+from troubleshoot.report.timeline import timeline_lines
 
 WRITERS = {
     "megatron": lambda p, rows: LF.write_megatron(p / "train.log", rows, save_every=1000),
@@ -253,7 +255,7 @@ def test_bf16_megatron_prints_loss_scale_one(tmp_path):
     obs = run_probe(p)
     assert not [x for x in obs.findings if x.severity != "info"]
     assert "logs.loss_scale_collapse" not in facts(obs)
-    assert not any("lscale" in line for line in obs.attachments["logs"]["timeline"])
+    assert not any("lscale" in line for line in timeline_lines(obs.attachments))
 
 
 def test_warmup_end_and_spike_after_it(tmp_path):
@@ -312,12 +314,13 @@ def test_timeline_and_plot(tmp_path, monkeypatch):
     run = LF.Run(iters=8000, interval=10, seed=15, spikes=[LF.Spike(5000, 2.0, recover=None)])
     path = LF.write_megatron(tmp_path / "train.log", LF.simulate(run), save_every=1000)
     out = tmp_path / "out.png"
-    obs = run_probe(path, plot=str(out))
-    att = obs.attachments["logs"]
-    assert att["plot"] == str(out) and out.stat().st_size > 10_000
-    text = "\n".join(att["timeline"])
+    obs = run_probe(path)
+    assert [f.id for f in write_plots(obs.attachments, str(out))] == ["logs.plot"]
+    assert out.stat().st_size > 10_000
+    lines = timeline_lines(obs.attachments)
+    text = "\n".join(lines)
     assert "loss" in text and "^" in text and "R rollback" in text
-    assert all(len(line) < 140 for line in att["timeline"])
+    assert all(len(line) < 140 for line in lines)
     import builtins
     real_import = builtins.__import__
 
@@ -326,9 +329,9 @@ def test_timeline_and_plot(tmp_path, monkeypatch):
             raise ImportError(name)
         return real_import(name, *a, **kw)
     monkeypatch.setattr(builtins, "__import__", no_matplotlib)
-    obs = run_probe(path, plot=str(tmp_path / "x.png"))
-    assert obs.attachments["logs"]["plot"] is None
-    assert any(x.id == "logs.plot_missing" and "pip install" in x.message for x in obs.findings)
+    found = write_plots(obs.attachments, str(tmp_path / "x.png"))
+    assert not (tmp_path / "x.png").exists()
+    assert [x.id for x in found] == ["logs.plot_missing"] and "pip install" in found[0].message
 
 
 def test_memory_stays_bounded_on_a_long_run(tmp_path):

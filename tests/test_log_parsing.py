@@ -14,8 +14,9 @@ import logfactory as LF
 from troubleshoot.errors import ArtifactError
 from troubleshoot.loaders import detect
 from troubleshoot.loaders import logs as L
-from troubleshoot.loaders import logs_metrics as LM
-from troubleshoot.loaders import logs_text as LT
+from troubleshoot.loaders.logs import metrics as LM
+from troubleshoot.loaders.logs import record as LR
+from troubleshoot.loaders.logs import text as LT
 from troubleshoot.probes import ProbeContext
 from troubleshoot.probes import logs as P
 
@@ -182,10 +183,10 @@ def test_hf_printed_dicts_with_tqdm(tmp_path):
 
 
 def test_metric_keys():
-    assert L.metric_slot("train/learning_rate") == "lr" and L.metric_slot("lr") == "lr"
-    assert L.metric_slot("lm loss") == "loss" and L.metric_slot("eval_loss") == "val_loss"
-    assert L.metric_slot("grad-norm") == "grad_norm" and L.metric_slot("_step") == "step"
-    assert L.metric_slot("train/acc_0") is None
+    assert LR.metric_slot("train/learning_rate") == "lr" and LR.metric_slot("lr") == "lr"
+    assert LR.metric_slot("lm loss") == "loss" and LR.metric_slot("eval_loss") == "val_loss"
+    assert LR.metric_slot("grad-norm") == "grad_norm" and LR.metric_slot("_step") == "step"
+    assert LR.metric_slot("train/acc_0") is None
 
 
 def test_jsonl_and_csv(tmp_path):

@@ -13,7 +13,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from troubleshoot.observations import Artifact  # noqa: E402
-from troubleshoot.probes import ProbeContext, masks  # noqa: E402
+from troubleshoot.probes import ProbeContext
+from troubleshoot.probes.forward import masks  # noqa: E402
 
 HERE = Path(__file__).parent
 FACTORY = HERE / "modelfactory.py"
@@ -104,7 +105,7 @@ def test_declared_encoder_skips_the_causal_test():
 
 
 def test_model_is_left_in_eval_mode_and_unchanged():
-    from troubleshoot.loaders.model import model_for
+    from troubleshoot.probes.forward.model import model_for
 
     ctx = ProbeContext([], model_factory=f"{FACTORY}:correct_lm")
     masks.run(ctx)

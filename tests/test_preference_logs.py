@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from troubleshoot import cli
-from troubleshoot.probes.logs_summary import analyse
+from troubleshoot.probes.logs.summary import analyse
 
 
 def probe(*paths: Path) -> tuple[int, dict]:

@@ -21,7 +21,9 @@ from troubleshoot import cli
 def probe(*paths: Path, extra: tuple[str, ...] = ()) -> tuple[int, dict]:
     result = CliRunner().invoke(cli.main, ["probe", "--json", "--static", *map(str, paths), *extra])
     assert result.exit_code in (0, 1), result.output
-    return result.exit_code, json.loads(result.stdout)
+    data = json.loads(result.stdout)
+    assert not [f for f in data["findings"] if f["id"] == "probe.crashed"], data["findings"]
+    return result.exit_code, data
 
 
 def top(data: dict) -> str:
@@ -107,3 +109,44 @@ def test_unscaled_output_layers(fresh):
 def test_healthy_checkpoints_find_nothing_wrong(fresh):
     code, data = probe(fresh("gpt2-safetensors"))
     assert not finding_ids(data, ("error",)) and data["causes"] == [] and code == 0
+
+
+def test_a_crashing_probe_is_an_error_not_silence(tmp_path, ckpt, monkeypatch):
+    """A family that raises: an error finding naming it and the exception, the other families'
+    findings kept, exit 1, and never "Nothing wrong found"."""
+    from troubleshoot.probes import optimizer
+
+    def broken(ctx):
+        raise ZeroDivisionError("division by zero")
+
+    monkeypatch.setattr(optimizer, "run", broken)
+    batch = B.save_pt(batch_with(lambda b: b["attention_mask"].__setitem__((1, 3), 2)), tmp_path / "b.pt")
+    result = CliRunner().invoke(cli.main, ["probe", "--json", "--static", str(batch), str(ckpt)])
+    data = json.loads(result.stdout)
+    crashed = [f for f in data["findings"] if f["id"] == "probe.crashed"]
+    assert result.exit_code == 1 and len(crashed) == 1 and crashed[0]["severity"] == "error"
+    assert "optimizer" in crashed[0]["message"] and "ZeroDivisionError: division by zero" in crashed[0]["message"]
+    assert "data.mask.non_binary" in finding_ids(data)  # found by a family that did not crash
+    healthy = B.save_pt(B.healthy_batch(), tmp_path / "ok.pt")
+    result = CliRunner().invoke(cli.main, ["probe", "--static", str(healthy), str(ckpt)])
+    assert result.exit_code == 1 and "probe.crashed" in result.output
+    assert "Nothing wrong found" not in result.output
+
+
+def test_families_publish_only_what_they_declare(tmp_path, ckpt):
+    """PUBLISHES is what kb lint trusts: every fact a family really publishes must be in it."""
+    import logfactory as LF
+    from troubleshoot.loaders import detect
+    from troubleshoot.probes import FAMILIES, ProbeContext, family_module, publishes
+
+    log = LF.write_megatron(tmp_path / "train.log", LF.simulate(LF.Run(iters=3000, interval=10, seed=3,
+                                                                       spikes=[LF.Spike(2000, 2.0)])))
+    batch = B.save_pt(B.healthy_batch(), tmp_path / "b.pt")
+    ctx = ProbeContext([detect(p) for p in (ckpt, batch, log)], device="cpu")
+    declared = publishes()
+    seen = set()
+    for name, _ in FAMILIES:
+        facts = family_module(name).run(ctx).facts
+        assert set(facts) <= set(declared[name]), (name, set(facts) - set(declared[name]))
+        seen |= {name} if facts else set()
+    assert seen == {"config", "weights", "logs", "batch", "gradflow", "masks"}, seen

@@ -16,7 +16,9 @@ def probe(factory: str, *paths: str) -> tuple[int, dict]:
     result = CliRunner().invoke(cli.main, ["probe", "--json", "--device", "cpu",
                                            "--model-factory", f"{FACTORY}:{factory}", *paths])
     assert result.exit_code in (0, 1), result.output
-    return result.exit_code, json.loads(result.stdout)
+    data = json.loads(result.stdout)
+    assert not [f for f in data["findings"] if f["id"] == "probe.crashed"], data["findings"]
+    return result.exit_code, data
 
 
 @pytest.mark.parametrize("factory, expected, finding", [

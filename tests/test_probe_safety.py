@@ -12,14 +12,14 @@ import ckptfactory as F
 from troubleshoot.errors import ArtifactError, UnsafePickleError
 from troubleshoot.loaders import detect
 from troubleshoot.loaders.checkpoint import open_checkpoint
-from troubleshoot.probes import ProbeContext, config, optimizer, weights
+from troubleshoot.probes import ProbeContext, run_all, weights
 
 warnings.filterwarnings("ignore", category=UserWarning)
 
 
 def run_probes(path):
-    ctx = ProbeContext([detect(path)])
-    return [m.run(ctx) for m in (config, weights, optimizer)]
+    """Every static probe with the loader's own findings."""
+    return run_all(ProbeContext([detect(path)], static=True))
 
 
 def test_marker_bomb_would_really_fire(tmp_path):
@@ -45,9 +45,9 @@ def test_malicious_weights_in_hf_folder(art, tmp_path_factory):
     marker = folder / "ran"
     F.malicious_pt(folder / "pytorch_model.bin", marker)
     obs = run_probes(folder)
-    refused = [f for o in obs for f in o.findings if f.id == "checkpoint.unsafe_pickle_refused"]
+    refused = [f for f in obs.findings if f.id == "checkpoint.unsafe_pickle_refused"]
     assert [f.where for f in refused] == ["pytorch_model.bin"]
-    assert "model.hidden_size" in obs[0].facts  # the config was still read
+    assert "model.hidden_size" in obs.facts  # the config was still read
     assert not marker.exists()
 
 
@@ -58,7 +58,7 @@ def test_malicious_files_in_trainer_and_megatron_folders(art, tmp_path_factory):
     for name in ("training_args.bin", "rng_state.pth", "optimizer.pt", "scheduler.pt"):
         F.malicious_pt(ck / name, marker)
     obs = run_probes(out)
-    where = {f.where for o in obs for f in o.findings if f.id == "optimizer.unreadable"}
+    where = {f.where for f in obs.findings if f.id == "optimizer.unreadable"}
     assert where == {"checkpoint-6/optimizer.pt"}
     assert not marker.exists()
     with pytest.raises(ArtifactError, match="never loaded"):
@@ -68,9 +68,9 @@ def test_malicious_files_in_trainer_and_megatron_folders(art, tmp_path_factory):
     ds = F.copy(art("megatron-deepspeed"), tmp_path_factory, "evil-ds")
     F.malicious_pt(ds / "global_step200" / "layer_03-model_00-model_states.pt", marker)
     obs = run_probes(ds)
-    refused = {f.where for f in obs[0].findings if f.id == "checkpoint.unsafe_pickle_refused"}
+    refused = {f.where for f in obs.findings if f.id == "checkpoint.unsafe_pickle_refused"}
     assert "global_step200/layer_03-model_00-model_states.pt" in refused
-    assert "weights.nonfinite" in obs[1].facts  # the other layers were still read
+    assert "weights.nonfinite" in obs.facts  # the other layers were still read
     assert not marker.exists()
 
 
@@ -96,7 +96,7 @@ def test_read_only_artifacts_are_fine(art, tmp_path_factory):
         os.chmod(p, 0o555 if p.is_dir() else 0o444)
     try:
         obs = run_probes(folder)
-        assert obs[1].facts["weights.nonfinite"].value is False and obs[2].facts["optimizer.step"].value == 6
+        assert obs.facts["weights.nonfinite"].value is False and obs.facts["optimizer.step"].value == 6
     finally:
         for p in folder.rglob("*"):
             os.chmod(p, 0o755 if p.is_dir() else 0o644)

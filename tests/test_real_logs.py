@@ -34,6 +34,7 @@ import pytest
 from troubleshoot.loaders import detect
 from troubleshoot.probes import ProbeContext
 from troubleshoot.probes import logs as P
+from troubleshoot.report.timeline import timeline_lines
 
 REAL = Path(__file__).resolve().parents[1].parent / "shared" / "real-logs"
 pytestmark = pytest.mark.skipif(not REAL.is_dir(), reason=f"{REAL} not present")
@@ -95,7 +96,7 @@ def test_format_records_and_iterations(prefix):
     assert detect(path_of(prefix)).detail == detail
     summary = finding(prefix, "logs.summary").value
     assert lo <= summary["records"] <= hi and (summary["first"], summary["last"]) == (first, last)
-    assert probe(prefix).attachments["logs"]["timeline"]
+    assert timeline_lines(probe(prefix).attachments)
 
 
 @pytest.mark.parametrize("prefix", HEALTHY)

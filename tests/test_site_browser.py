@@ -1,10 +1,13 @@
 """The built site in a real browser (headless Debian Chromium through selenium, from file://).
 
-Searches "loss变nan" and lands on nan-loss; walks the nan-loss tree by clicking answers, checking
-after every click that the page ranks the causes and picks the next question exactly like the
-Python engine; runs the JS matcher/engine agreement cases inside Chromium; computes a number in a
-fix step; checks phone width (no horizontal scroll) and saves screenshots (LLMFIX_UPDATE_SCREENSHOT=1
-also copies one to docs/site-screenshot.png for the README).
+Searches "loss变nan" and lands on nan-loss; drives the search combobox with the keyboard; walks the
+nan-loss tree by clicking answers, checking after every click that the page ranks the causes and
+picks the next question exactly like the Python engine; checks what a user sees after an answer
+(focus on the new question, the aria-live summary, the live top 3 on a phone, fixes opened only for
+likely causes, "change" asking again); the tree's list view and highlighting; runs the JS
+matcher/engine agreement cases inside Chromium; computes a number in a fix step; checks phone width
+(no horizontal scroll). Desktop is 1400x900, the phone 390x844 (device metrics, not the window).
+Screenshots: tests/site_screenshots.py (run it as a script to rewrite docs/screenshots/).
 
 Needs /usr/bin/chromium, /usr/bin/chromedriver (Debian: apt-get install chromium chromium-driver)
 and `pip install selenium`; skipped cleanly without them. Selenium Manager never downloads
@@ -13,16 +16,15 @@ anything: the driver path is explicit and SE_OFFLINE is set.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 from pathlib import Path
 
 import pytest
 
+from site_screenshots import CHROMEDRIVER, CHROMIUM, SIZES, start_chromium, take, viewport
 from test_site_build import AGREEMENT_JS, agreement_cases, build_site, compare_agreement, mini_kb, shipped_or_skip
 
-CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 REPO = Path(__file__).resolve().parents[1]
 TARGET = "nan-loss.invalid-mask"
 
@@ -33,34 +35,33 @@ if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
     pytest.skip("needs /usr/bin/chromium and /usr/bin/chromedriver (apt-get install chromium chromium-driver)",
                 allow_module_level=True)
 
-from selenium import webdriver  # noqa: E402
-from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.support import expected_conditions as ec  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
+DESKTOP, PHONE = SIZES["desktop"], SIZES["phone"]
+
 
 @pytest.fixture(scope="module")
 def driver():
-    os.environ["SE_OFFLINE"] = "true"   # Selenium Manager must not try to download a driver
     profile = tempfile.mkdtemp(prefix="llmfix-chromium-")
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = str(CHROMIUM)
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
-            "--window-size=1280,1000", f"--user-data-dir={profile}"):
-        opts.add_argument(arg)
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     try:
-        drv = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=opts)
+        drv = start_chromium(profile)
     except Exception as err:  # a broken local chromium is an environment problem, not a site bug
         shutil.rmtree(profile, ignore_errors=True)
         pytest.skip(f"headless chromium did not start: {type(err).__name__}: {str(err)[:200]}")
-    drv.set_page_load_timeout(30)
     yield drv
     drv.quit()
     shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.fixture
+def phone(driver):
+    viewport(driver, PHONE)
+    yield driver
+    viewport(driver, DESKTOP)
 
 
 @pytest.fixture(scope="module")
@@ -179,7 +180,7 @@ def _click_answer(drv, kb, fact: str, value) -> None:
         card.find_element(By.CSS_SELECTOR, "input.ts-input").send_keys(repr(value), Keys.ENTER)
 
 
-def _walk_nan_loss(drv, kb, site: Path, shots: Path, target: str = TARGET) -> list:
+def _walk_nan_loss(drv, kb, site: Path, target: str = TARGET) -> list:
     """Answer the page's next question until none is left, checking the page against Python."""
     sid = "nan-loss"
     open_page(drv, site / "symptoms" / f"{sid}.html")
@@ -195,10 +196,6 @@ def _walk_nan_loss(drv, kb, site: Path, shots: Path, target: str = TARGET) -> li
         value = _best_answer(kb, sid, facts, unknown, fact, target)
         _click_answer(drv, kb, fact, value)
         walked.append((fact, value))
-        if len(walked) == 1:   # mid-walk: an answer, the next question, a re-ranked list (README shot)
-            WebDriverWait(drv, 5).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, ".ts-answers li")) == 1)
-            drv.execute_script("window.scrollTo(0, 0)")
-            drv.save_screenshot(str(shots / "midwalk.png"))
         if value is None:
             unknown.add(fact)
         else:
@@ -208,55 +205,223 @@ def _walk_nan_loss(drv, kb, site: Path, shots: Path, target: str = TARGET) -> li
     assert first.get_attribute("data-cause") == target, walked
     assert first.get_attribute("data-status") in ("confirmed", "likely")
     assert not console_errors(drv), console_errors(drv)
-    drv.execute_script("document.getElementById('troubleshoot').scrollIntoView()")
-    drv.save_screenshot(str(shots / "walk.png"))
     return walked
 
 
-def test_walk_nan_loss_tree(driver, mini, tmp_path):
-    walked = _walk_nan_loss(driver, *mini, tmp_path)
+def test_walk_nan_loss_tree(driver, mini):
+    walked = _walk_nan_loss(driver, *mini)
     assert walked[-1] == ("data.mask.binary", False)   # confirmed: no more questions
 
 
-def test_walk_nan_loss_tree_shipped(driver, shipped, tmp_path):
-    walked = _walk_nan_loss(driver, *shipped, tmp_path)
+def test_walk_nan_loss_tree_shipped(driver, shipped):
+    walked = _walk_nan_loss(driver, *shipped)
     assert ("data.mask.binary", False) in walked
-    _screenshots(driver, shipped[1], tmp_path, readme=True)
+    _no_sideways_scroll_on_a_phone(driver, shipped[1])
 
 
-def test_walk_with_numbers_and_dont_know(driver, mini, tmp_path):
+def test_walk_with_numbers_and_dont_know(driver, mini):
     """Typed numbers and "don't know" go through the same checks (towards the LR cause this time)."""
-    walked = _walk_nan_loss(driver, *mini, tmp_path, target="nan-loss.lr-too-high")
+    walked = _walk_nan_loss(driver, *mini, target="nan-loss.lr-too-high")
     kinds = {type(v).__name__ for _, v in walked}
     assert {"float", "bool"} <= kinds or {"int", "bool"} <= kinds, walked
     assert any(f == "logs.nan_step" for f, _ in walked)   # asked only after train.lr (`after:`)
     answers = driver.find_elements(By.CSS_SELECTOR, ".ts-answers li")
     assert len(answers) == len(walked)
-    answers[0].find_element(By.CSS_SELECTOR, "button.undo").click()      # "change" forgets an answer
-    WebDriverWait(driver, 5).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, ".ts-answers li")) == len(walked) - 1)
-    assert driver.find_element(By.CSS_SELECTOR, "#ts-ask .ts-next").get_attribute("data-fact") == walked[0][0]
 
 
-def _screenshots(drv, site: Path, shots: Path, readme: bool = False) -> None:
-    """Desktop screenshot of the walked troubleshooter; phone width: no horizontal scrolling."""
-    if readme and os.environ.get("LLMFIX_UPDATE_SCREENSHOT") == "1":
-        shutil.copyfile(shots / "midwalk.png", REPO / "docs" / "site-screenshot.png")
+def _fresh(drv, site: Path, sid: str = "nan-loss") -> None:
+    open_page(drv, site / "symptoms" / f"{sid}.html")
+    drv.execute_script("window.sessionStorage.clear()")
+    open_page(drv, site / "symptoms" / f"{sid}.html")
+
+
+def _answers(drv) -> list[tuple[str, str]]:
+    return [(li.find_element(By.CSS_SELECTOR, "button.undo").get_attribute("data-undo"),
+             li.find_element(By.TAG_NAME, "strong").text) for li in drv.find_elements(By.CSS_SELECTOR, ".ts-answers li")]
+
+
+def test_change_asks_the_question_again(driver, mini):
+    """"change" puts the question back with the old answer marked; the answer stays until replaced."""
+    kb, site = mini
+    _fresh(driver, site)
+    for _ in range(2):
+        driver.find_element(By.CSS_SELECTOR, '#ts-ask .ts-next button[data-answer="yes"]').click()
+    before = _answers(driver)
+    assert len(before) == 2 and before[0][1] == "yes"
+    ranked_before = _page_view(driver)[0]
+    first = before[0][0]
+    driver.find_element(By.CSS_SELECTOR, f'.ts-answers button[data-undo="{first}"]').click()
+    card = driver.find_element(By.CSS_SELECTOR, "#ts-ask .ts-next")
+    assert card.get_attribute("data-fact") == first
+    assert card.find_element(By.CSS_SELECTOR, 'button[data-answer="yes"]').get_attribute("aria-pressed") == "true"
+    assert _answers(driver) == before and _page_view(driver)[0] == ranked_before   # not forgotten
+    assert driver.find_element(By.CSS_SELECTOR, ".ts-answers li.changing")
+    card.find_element(By.CSS_SELECTOR, 'button[data-answer="no"]').click()
+    after = _answers(driver)
+    assert after[0] == (first, "no") and after[1] == before[1]    # replaced in place
+    facts = {first: False, before[1][0]: True}
+    assert _page_view(driver) == _python_view(kb, "nan-loss", facts, set())
+    # "Keep my answer" leaves everything as it was
+    driver.find_element(By.CSS_SELECTOR, f'.ts-answers button[data-undo="{first}"]').click()
+    driver.find_element(By.CSS_SELECTOR, '#ts-ask .ts-next button[data-answer="keep"]').click()
+    assert _answers(driver) == after and _page_view(driver) == _python_view(kb, "nan-loss", facts, set())
+
+
+def test_focus_and_announcement_after_an_answer(driver, shipped):
+    kb, site = shipped
+    _fresh(driver, site)
+    fact = driver.find_element(By.CSS_SELECTOR, "#ts-ask .ts-next").get_attribute("data-fact")
+    assert driver.find_element(By.ID, "ts-announce").get_attribute("aria-live") == "polite"
+    driver.find_element(By.CSS_SELECTOR, '#ts-ask .ts-next button[data-answer="yes"]').click()
+    focused = driver.switch_to.active_element
+    assert "ts-q" in focused.get_attribute("class").split()
+    nxt = driver.find_element(By.CSS_SELECTOR, "#ts-ask .ts-next")
+    assert driver.execute_script("return arguments[0].contains(document.activeElement)", nxt)
+    from troubleshoot.engine import State, open_questions, rank
+    from troubleshoot.observations import Fact
+
+    state = State(kb, {"nan-loss": 1.0}, {fact: Fact(fact, True, "user")})
+    top, question = rank(state)[0], open_questions(state)[0]
+    assert nxt.get_attribute("data-fact") == question.fact
+    pct = f"{100 * top.score:.0f}%"
+    said = driver.find_element(By.ID, "ts-announce").get_attribute("textContent")
+    assert said.startswith(f"Top cause now: {top.title.replace('`', '')}, {top.status}, {pct}."), said
+    assert "Next question: " in said
+
+
+def test_fixes_open_by_themselves_only_for_likely_causes(driver, shipped):
+    kb, site = shipped
+    _fresh(driver, site)
+    driver.find_element(By.CSS_SELECTOR, '#ts-ask .ts-next button[data-answer="unknown"]').click()
+    items = driver.find_elements(By.CSS_SELECTOR, "#ts-causes li[data-cause]")
+    assert items[0].get_attribute("data-status") not in ("likely", "confirmed")   # priors only
+    assert driver.find_elements(By.CSS_SELECTOR, "#ts-causes details.tc-fixes")      # fixes are offered...
+    assert not driver.find_elements(By.CSS_SELECTOR, "#ts-causes details.tc-fixes[open]")   # ...closed
+    walked = _walk_nan_loss(driver, kb, site)
+    opened = driver.find_elements(By.CSS_SELECTOR, "#ts-causes details.tc-fixes[open]")
+    assert len(opened) == 1, walked
+    owner = driver.execute_script("return arguments[0].closest('li[data-cause]')", opened[0])
+    assert owner.get_attribute("data-cause") == TARGET and owner.get_attribute("data-status") in ("likely", "confirmed")
+
+
+def test_live_top_three_is_on_screen_after_a_tap_on_a_phone(phone, shipped):
+    kb, site = shipped
+    _fresh(phone, site)
+    assert not phone.find_elements(By.CSS_SELECTOR, ".ts-live")     # nothing answered yet
+    fact = phone.find_element(By.CSS_SELECTOR, "#ts-ask .ts-next").get_attribute("data-fact")
+    phone.find_element(By.CSS_SELECTOR, '#ts-ask .ts-next button[data-answer="yes"]').click()
+    live = phone.find_element(By.CSS_SELECTOR, ".ts-live")
+    assert live.is_displayed()
+    box, header, height = phone.execute_script(
+        "var r = arguments[0].getBoundingClientRect(); return [[r.top, r.bottom],"
+        " document.querySelector('.top').getBoundingClientRect().bottom, window.innerHeight]", live)
+    assert header <= box[0] and box[1] <= height, (box, header, height)
+    shown = [li.get_attribute("data-cause") for li in live.find_elements(By.CSS_SELECTOR, "li[data-cause]")]
+    assert shown == [c for c, _ in _python_view(kb, "nan-loss", {fact: True}, set())[0][:3]]
+    # on a desktop the full ranking sits beside the question: no second copy
+    viewport(phone, DESKTOP)
+    assert not live.is_displayed()
+
+
+def test_tree_list_view_and_highlight(driver, shipped):
+    kb, site = shipped
+    open_page(driver, site / "symptoms" / "nan-loss.html")
+    svg = driver.find_element(By.CSS_SELECTOR, "svg.tree")
+    listing = driver.find_element(By.ID, "tree-list")
+    assert svg.is_displayed() and not listing.is_displayed()
+    cause = kb.symptoms["nan-loss"].causes[0]
+    node = driver.find_element(By.CSS_SELECTOR, f'svg.tree a[data-c="{cause.id}"]')
+    ActionChains(driver).move_to_element(node).perform()
+    lit = driver.find_elements(By.CSS_SELECTOR, "svg.tree path.on")
+    assert "hl" in svg.get_attribute("class") and lit
+    assert {p.get_attribute("data-c") for p in lit} == {cause.id}
+    assert len(lit) == sum(1 for ev in cause.evidence for _ in ev.when.facts)
+    labels = driver.find_elements(By.CSS_SELECTOR, "svg.tree g.lab.on")
+    assert labels and all(g.is_displayed() and g.get_attribute("data-c") == cause.id for g in labels)
+    # keyboard focus on a question lights that question's lines
+    question = driver.find_element(By.CSS_SELECTOR, "svg.tree a.n-q")
+    driver.execute_script("arguments[0].focus()", question)
+    assert {p.get_attribute("data-q") for p in driver.find_elements(By.CSS_SELECTOR, "svg.tree path.on")} == \
+        {question.get_attribute("data-q")}
+    # desktop: a button swaps the diagram for the list
+    driver.find_element(By.CSS_SELECTOR, "button.tree-toggle").click()
+    assert listing.is_displayed() and not svg.is_displayed()
+    # phone: the list, with the questions' own words
+    viewport(driver, PHONE)
     try:
-        drv.set_window_size(390, 844)
-        for page in ("index.html", f"causes/{TARGET}.html", "sources.html", "symptoms/nan-loss.html"):
+        open_page(driver, site / "symptoms" / "nan-loss.html")
+        listing = driver.find_element(By.ID, "tree-list")
+        assert listing.is_displayed() and not driver.find_element(By.CSS_SELECTOR, "svg.tree").is_displayed()
+        items = listing.find_elements(By.CSS_SELECTOR, "li.tl-cause")
+        assert len(items) == len(kb.symptoms["nan-loss"].causes)
+        ask = kb.symptoms["nan-loss"].checks[0].ask.replace("`", "")
+        assert ask[:30] in listing.text
+        # evidence tables are cards on a phone
+        open_page(driver, site / "causes" / f"{TARGET}.html")
+        row = driver.find_element(By.CSS_SELECTOR, "table.evidence tbody tr")
+        assert row.value_of_css_property("display") == "block"
+        assert not driver.find_element(By.CSS_SELECTOR, "table.evidence thead th").is_displayed()
+    finally:
+        viewport(driver, DESKTOP)
+
+
+def test_search_is_a_keyboard_combobox(driver, shipped):
+    _, site = shipped
+    open_page(driver, site / "index.html")
+    box = driver.find_element(By.ID, "search")
+    assert box.get_attribute("role") == "combobox" and box.get_attribute("aria-expanded") == "false"
+    box.send_keys("loss went nan")
+    WebDriverWait(driver, 10).until(lambda d: box.get_attribute("aria-expanded") == "true")
+    listbox = driver.find_element(By.ID, box.get_attribute("aria-controls"))
+    assert listbox.get_attribute("role") == "listbox"
+    options = listbox.find_elements(By.CSS_SELECTOR, "[role=option]")
+    assert len(options) > 2 and options[0].get_attribute("data-id") == "nan-loss"
+    # the CLI's pick() is strong; the rest above MIN_SCORE is listed apart as weaker
+    assert listbox.find_elements(By.CSS_SELECTOR, ".hit-strong") and listbox.find_elements(By.CSS_SELECTOR, ".hit-weak")
+    assert "weaker matches" in listbox.text.lower()
+    box.send_keys(Keys.ARROW_DOWN)
+    assert box.get_attribute("aria-activedescendant") == options[0].get_attribute("id")
+    assert options[0].get_attribute("aria-selected") == "true"
+    box.send_keys(Keys.ARROW_DOWN, Keys.ARROW_DOWN, Keys.ARROW_UP)
+    assert box.get_attribute("aria-activedescendant") == options[1].get_attribute("id")
+    assert options[0].get_attribute("aria-selected") == "false"
+    assert driver.switch_to.active_element == box            # focus never leaves the input
+    box.send_keys(Keys.ESCAPE)
+    assert box.get_attribute("aria-expanded") == "false" and not listbox.is_displayed()
+    assert box.get_attribute("aria-activedescendant") is None and box.get_attribute("value") == "loss went nan"
+    box.send_keys(Keys.ESCAPE)
+    assert box.get_attribute("value") == ""
+    box.send_keys("loss went nan")
+    WebDriverWait(driver, 10).until(lambda d: box.get_attribute("aria-expanded") == "true")
+    box.send_keys(Keys.ARROW_DOWN, Keys.ARROW_DOWN)
+    second = driver.find_element(By.ID, box.get_attribute("aria-activedescendant")).get_attribute("href")
+    box.send_keys(Keys.ENTER)
+    WebDriverWait(driver, 10).until(lambda d: d.current_url == second)
+    assert not console_errors(driver), console_errors(driver)
+
+
+def _no_sideways_scroll_on_a_phone(drv, site: Path) -> None:
+    viewport(drv, PHONE)
+    try:
+        fix = min((site / "fixes").glob("*.html")).relative_to(site)
+        for page in ("index.html", f"causes/{TARGET}.html", "sources.html", "symptoms/nan-loss.html", fix):
             open_page(drv, site / page)
             width, inner = drv.execute_script("return [document.documentElement.scrollWidth, window.innerWidth]")
             assert width <= inner, f"{page}: {width}px wide at a {inner}px phone screen"
-        drv.execute_script("document.getElementById('troubleshoot').scrollIntoView()")
-        drv.save_screenshot(str(shots / "phone.png"))
     finally:
-        drv.set_window_size(1280, 1000)
+        viewport(drv, DESKTOP)
 
 
-def test_phone_width_and_screenshots(driver, mini, tmp_path):
-    _walk_nan_loss(driver, *mini, tmp_path)
-    _screenshots(driver, mini[1], tmp_path)
-    assert (tmp_path / "midwalk.png").stat().st_size > 10_000 and (tmp_path / "phone.png").stat().st_size > 5_000
+def test_phone_width(driver, mini):
+    _no_sideways_scroll_on_a_phone(driver, mini[1])
+
+
+def test_screenshots(driver, shipped, tmp_path):
+    """Home, a symptom after three answers, a cause and a fix, desktop and phone (see site_screenshots)."""
+    shots = take(driver, shipped[1], tmp_path)
+    assert len(shots) == 8
+    assert all(2_000 < p.stat().st_size < 400_000 for p in shots), [(p.name, p.stat().st_size) for p in shots]
+    assert not console_errors(driver), console_errors(driver)
 
 
 # --------------------------------------------------------------------------- numbers in fix steps

@@ -7,6 +7,7 @@ rules/ + kb/ (skipped, with the reason, while `llmfix kb lint` is not clean).
 from __future__ import annotations
 
 import ast
+import html
 import json
 import random
 import re
@@ -372,6 +373,7 @@ def test_seed_lessons_come_from_the_knowledge(mini_site):
 
 
 def test_decision_tree_labels_and_order(mini_site):
+    """Questions (not fact ids) numbered in ask order, full cause titles, ratios on every line."""
     kb, out, _ = mini_site
     from troubleshoot.site.export import question_order
 
@@ -379,10 +381,75 @@ def test_decision_tree_labels_and_order(mini_site):
     svg = page[page.index("<svg"):page.index("</svg>")]
     text = re.sub(r"<[^>]+>", "", svg)
     assert "×30 / ×0.05 ✓" in text and "×5 / ×0.3" in text
-    assert "n-probe" in svg and "weights.nonfinite" in svg      # probe-only fact drawn dashed
+    assert "n-probe" in svg and 'data-q="weights.nonfinite"' in svg      # probe-only fact drawn dashed
     order = question_order(kb, "nan-loss")
     first = re.search(r"<text[^>]*>1\. ([^<]+)</text>", svg).group(1)
-    assert first == order[0]
+    ask = next(c.ask for c in kb.symptoms["nan-loss"].checks if c.fact == order[0]).replace("`", "")
+    assert ask.startswith(first.strip())
+    for cause in kb.symptoms["nan-loss"].causes:   # every word of every title is drawn, none cut off
+        assert f'data-c="{cause.id}"' in svg
+        words = re.findall(r"<text[^>]*>([^<]*)</text>", svg[svg.index(f'class="n-c" data-c="{cause.id}"'):])
+        drawn = " ".join(words[:6])
+        assert all(w in drawn for w in html.escape(cause.title, quote=False).split()), (cause.title, drawn)
+    # the outline view carries the same links, with the question text
+    outline = page[page.index('id="tree-list"'):]
+    assert "Q1" in outline and outline.count('class="tl-cause"') == len(kb.symptoms["nan-loss"].causes)
+
+
+def test_tree_layout_crosses_less_than_declaration_order():
+    """The barycentre ordering beats the rules' own order on crossings for every shipped symptom."""
+    from troubleshoot.site.export import question_order
+    from troubleshoot.site.svg import crossings, tree_model
+
+    kb = shipped_or_skip()
+    for sid, symptom in kb.symptoms.items():
+        model = tree_model(kb, symptom, question_order(kb, sid), "../")
+        laid = crossings(model.links, {q.fact: i for i, q in enumerate(model.questions)},
+                         {c.id: i for i, c in enumerate(model.causes)})
+        plain = crossings(model.links, {q.fact: i for i, q in enumerate(sorted(model.questions, key=lambda q: q.fact))},
+                          {c.id: i for i, c in enumerate(symptom.causes)})
+        assert laid <= plain, (sid, laid, plain)
+
+
+def test_fix_titles_are_unique():
+    kb = shipped_or_skip()
+    seen = {}
+    for fix in kb.fixes.values():
+        assert fix.title not in seen, f"{fix.id} and {seen.get(fix.title)} share the title {fix.title!r}"
+        seen[fix.title] = fix.id
+
+
+def test_home_orders_symptoms_by_how_often_people_hit_them(shipped_site):
+    from troubleshoot.site.build import site_config
+
+    kb, out, _ = shipped_site
+    index = (out / "index.html").read_text(encoding="utf-8")
+    shown = re.findall(r'<li class="card" data-symptom="([^"]+)"', index)
+    assert sorted(shown) == sorted(kb.symptoms)
+    listed = [sid for sid in site_config()["symptom_order"] if sid in kb.symptoms]
+    assert shown[:len(listed)] == listed and shown[0] == "nan-loss"
+
+
+def test_calculator_inputs_have_human_labels_and_own_placeholders(shipped_site):
+    kb, out, _ = shipped_site
+    labels, placeholders = [], set()
+    for page in (out / "fixes").glob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        for label, fact, placeholder in re.findall(
+                r'<span class="calc-label">([^<]+)</span>\s*<input [^>]*data-fact="([^"]+)"[^>]*placeholder="([^"]*)"', text):
+            labels.append((label, fact))
+            placeholders.add((fact, placeholder))
+    assert len(labels) > 5
+    assert all(fact not in label for label, fact in labels), labels[:5]
+    assert len({p for _, p in placeholders}) > 5                      # not all "e.g. 4096"
+    assert ("train.lr", "e.g. 3e-4") in placeholders
+
+
+def test_favicon_is_linked_and_shipped(mini_site):
+    kb, out, _ = mini_site
+    assert (out / "static" / "favicon.svg").is_file()
+    for page in ("index.html", "symptoms/nan-loss.html"):
+        assert 'rel="icon"' in (out / page).read_text(encoding="utf-8")
 
 
 # --------------------------------------------------------------------------- safety
@@ -667,3 +734,25 @@ def test_serve_refuses_a_folder_without_a_site(tmp_path):
 
     with pytest.raises(SiteError, match="no index.html"):
         serve(None, 0, str(tmp_path))
+
+
+def _contrast(fg: str, bg: str) -> float:
+    """WCAG 2 contrast ratio of two #rrggbb colours."""
+    def luminance(colour: str) -> float:
+        channels = [int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+        linear = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+        return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+    hi, lo = sorted((luminance(fg), luminance(bg)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def test_status_badges_meet_wcag_aa_contrast():
+    """Every status colour, in the light and the dark theme, on the page and on a card (small text: 4.5:1)."""
+    css = (Path(__file__).resolve().parents[1] / "troubleshoot" / "site" / "static" / "style.css").read_text(encoding="utf-8")
+    light, dark = re.findall(r":root \{(.*?)\}", css, re.S)[:2]
+    for theme in (light, dark):
+        colours = dict(re.findall(r"--([\w-]+): (#[0-9a-f]{6})", theme))
+        for status in ("confirmed", "likely", "possible", "ruled", "untested"):
+            for ground in ("bg", "card"):
+                assert _contrast(colours[status], colours[ground]) >= 4.5, (status, ground, colours[status])
+    assert ".badge.st-untested" in css and "st-untested .tc-head a { color: var(--fg); }" in css   # never struck through

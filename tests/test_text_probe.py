@@ -10,9 +10,10 @@ import torch
 import batchfactory as bf
 from troubleshoot.loaders import batch as loader
 from troubleshoot.observations import Artifact
-from troubleshoot.probes import ProbeContext
-from troubleshoot.probes import batch as probe
-from troubleshoot.probes.text import periodic_runs
+from troubleshoot.loaders import detect
+from troubleshoot.probes import ProbeContext, config
+from troubleshoot.probes.data import batch as probe
+from troubleshoot.probes.data.labels import periodic_runs
 
 
 def run(records, tmp_path, ckpt=None, name="data.jsonl"):
@@ -144,10 +145,12 @@ def test_chat_template_tokenisation_and_end_of_turn(tmp_path):
     ckpt = bf.make_checkpoint(tmp_path / "ck", vocab=65, extra={"<|im_end|>": 64}, chat_template=template)
     records = [{"messages": [{"role": "user", "content": "w4 w5"}, {"role": "assistant", "content": "w6"}]}]
     obs = run(records, tmp_path, ckpt)
-    # the template ends turns with <|im_end|> (64) but generation stops only on </s> (2)
-    f = finding(obs, "data.eos.id_mismatch")
-    assert f.value["chat_template"] == [64]
     assert obs.facts["data.eos.present"].value is True
+    # the template ends turns with <|im_end|> (64) but generation stops only on </s> (2): a fault of
+    # the checkpoint's files, reported once by the config probe
+    assert "data.eos.id_mismatch" not in {f.id for f in obs.findings}
+    f = next(f for f in config.run(ProbeContext([detect(ckpt)])).findings if f.id == "config.eos_mismatch")
+    assert f.value["chat_template"] == [64] and f.severity == "warning"
 
 
 def test_bad_lines_are_reported_not_fatal(tmp_path):

@@ -181,6 +181,6 @@ def test_classify(name, role):
 
 def test_progress_callback(art):
     calls = []
-    weights.run(ProbeContext([detect(art("gpt2-sharded"))], options={"progress": lambda *a: calls.append(a)}))
+    weights.run(ProbeContext([detect(art("gpt2-sharded"))], progress=lambda *a: calls.append(a)))
     assert len(calls) == len(weight_shapes(open_checkpoint(art("gpt2-sharded"))))  # one call per tensor
     assert calls[-1][0] <= calls[-1][1] and calls[-1][0] > 0.9 * calls[-1][1]

@@ -16,11 +16,17 @@ def test_wheel_installs_and_answers_from_another_directory(tmp_path):
                     "-q", "-w", str(dist)], check=True, capture_output=True)
     wheel = next(dist.glob("llmfix-*.whl"))
     venv = tmp_path / "venv"
-    # System site-packages provide the dependencies (no network needed); the wheel itself is
-    # installed into the venv and must be the copy that runs.
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     py = venv / "bin" / "python"
-    subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", str(wheel)], check=True, capture_output=True)
+    # The dependencies come from the environment running this test (CI's fresh venv, not the system
+    # python): its site-packages are listed, after the venv's own, by a .pth file. Plain paths, so
+    # the .pth files inside them (an editable install of this repo) are not run. The wheel itself
+    # is installed into the venv, offline, and must be the copy that runs.
+    purelib = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    Path(purelib, "_llmfix_test_deps.pth").write_text("\n".join(_site_packages()) + "\n")
+    subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], check=True,
+                   capture_output=True)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     where = subprocess.run([str(py), "-c", "import troubleshoot; print(troubleshoot.__file__)"],
@@ -41,6 +47,13 @@ def test_wheel_installs_and_answers_from_another_directory(tmp_path):
     log = subprocess.run([str(venv / "bin" / "llmfix"), "probe", "--json", str(REPO / "examples" / "train.log")],
                          cwd=elsewhere, capture_output=True, text=True)
     assert log.returncode in (0, 1) and json.loads(log.stdout)["artifacts"][0]["kind"] == "log", log.stderr
+
+
+def _site_packages() -> list[str]:
+    """The site-packages folders of the interpreter running the tests."""
+    import site
+
+    return [p for p in site.getsitepackages() + [site.getusersitepackages()] if Path(p).is_dir()]
 
 
 def test_ask_never_imports_torch():

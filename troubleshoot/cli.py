@@ -6,6 +6,7 @@ Heavy parts (torch probes, the site builder) are imported inside their commands 
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
@@ -18,6 +19,12 @@ from . import __version__
 from .diagnosis import Diagnosis, Question
 from .errors import LlmfixError
 from .observations import Fact, Observations
+
+
+def clip(text: str, limit: int = 60) -> str:
+    """A user value as it goes into a one-line message: bounded, escapes shown, not obeyed."""
+    text = text if len(text) <= limit else text[:limit - 3] + "..."
+    return text.encode("unicode_escape").decode("ascii") if not text.isprintable() else text
 
 
 class Failure(click.ClickException):
@@ -36,7 +43,7 @@ def _kb():
 
 
 def stdin_is_tty() -> bool:
-    return sys.stdin.isatty()
+    return sys.stdin is not None and not sys.stdin.closed and sys.stdin.isatty()
 
 
 def _finish(diag: Diagnosis, as_json: bool, top: int) -> None:
@@ -49,7 +56,38 @@ def _finish(diag: Diagnosis, as_json: bool, top: int) -> None:
     sys.exit(1 if diag.problem_found else 0)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Group(click.Group):
+    """The command group, plus one-line errors for what no command can prevent: stdout on a full
+    disk or a closed pipe (`llmfix ask ... | head`)."""
+
+    def main(self, *args: Any, standalone_mode: bool = True, **extra: Any) -> Any:
+        """Click's own usage errors as one line too (its standalone mode prints a usage banner)."""
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **extra)
+        try:
+            code = super().main(*args, standalone_mode=False, **extra)
+        except click.ClickException as err:
+            hint = " (see --help)" if isinstance(err, click.UsageError) else ""
+            click.echo(f"Error: {clip(err.format_message(), 400)}{hint}", err=True)
+            sys.exit(err.exit_code)
+        except click.exceptions.Abort:
+            click.echo("Aborted.", err=True)
+            sys.exit(130)
+        sys.exit(code if isinstance(code, int) else 0)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            sys.stderr.close()  # the reader left; say nothing more
+            sys.exit(2)
+        except OSError as err:
+            if err.errno not in (errno.ENOSPC, errno.EIO, errno.EPIPE):
+                raise
+            raise Failure(f"<stdout>: cannot write the report ({err.strerror})") from None
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="llmfix")
 @click.pass_context
 def main(ctx: click.Context) -> None:
@@ -65,15 +103,15 @@ def _parse_answers(kb, answers: tuple[str, ...]) -> dict[str, Fact]:
         name, sep, raw = item.partition("=")
         name = name.strip()
         if not sep:
-            raise Failure(f"--answer {item}: expected FACT=VALUE, e.g. data.mask.binary=no")
+            raise Failure(f"--answer {clip(item)}: expected FACT=VALUE, e.g. data.mask.binary=no")
         spec = kb.facts.get(name)
         if spec is None:
-            raise Failure(f"--answer {item}: unknown fact '{name}' (list them: llmfix kb list; "
+            raise Failure(f"--answer {clip(item)}: unknown fact '{clip(name)}' (list them: llmfix kb list; "
                           f"one: llmfix kb show FACT)")
         try:
             out[name] = Fact(name, spec.parse(raw), "user")
         except ValueError as err:
-            raise Failure(f"--answer {item}: {err}") from None
+            raise Failure(f"--answer {clip(item)}: {err}") from None
     return out
 
 
@@ -196,11 +234,15 @@ def probe(paths: tuple[str, ...], as_json: bool, device: str, model_factory: str
         raise click.UsageError("give at least one PATH (checkpoint, log, batch) or --model-factory")
     kb = _kb()
     facts = _parse_answers(kb, answers)
-    options = {"progress": _progress_line()} if sys.stderr.isatty() else {}
+    progress = _progress_line() if sys.stderr.isatty() else None
     observations = _run_probes(paths, device=device, static=static, forward=forward,
-                               model_factory=model_factory, plot=plot, options=options)
-    if options:
+                               model_factory=model_factory, progress=progress)
+    if progress:
         click.echo("\r\033[K", nl=False, err=True)
+    if plot:
+        from .report.plot import write_plots
+
+        observations.findings += write_plots(observations.attachments, plot)
     _finish(diagnose(kb, {}, observations, facts), as_json, top)
 
 
@@ -236,7 +278,10 @@ def kb_lint() -> None:
     """Check rules/ and kb/: schema, references, reachability, articles, contract ids."""
     from .knowledge.lint import lint
 
-    problems = lint()
+    try:
+        problems = lint()
+    except LlmfixError as err:
+        raise Failure(str(err)) from None
     for p in problems:
         click.echo(str(p))
     click.echo(f"{len(problems)} problem(s)" if problems else "kb lint: clean", err=bool(problems))
@@ -260,7 +305,7 @@ def site_build(out: str) -> None:
 
 
 @site.command("serve")
-@click.option("--port", default=8000, show_default=True)
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535))
 @click.option("--dir", "directory", type=click.Path(file_okay=False), help="Serve this built site instead of building one.")
 def site_serve(port: int, directory: str | None) -> None:
     """Build the site into a temporary folder and serve it on localhost."""

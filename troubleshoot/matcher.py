@@ -26,8 +26,9 @@ from .knowledge.read import memo
 WORD_WEIGHT, PHRASE_WEIGHT = 0.6, 0.4
 MIN_SCORE = 0.25          # below this nothing matched
 AMBIGUOUS_MARGIN = 0.06   # top two closer than this: let the user pick
-TYPO_CUTOFF = 84
-PASTED_DISCOUNT = 0.9     # an alias found (fuzzily) inside a longer report          # rapidfuzz ratio for snapping an unknown word to a known one
+TYPO_CUTOFF = 84          # rapidfuzz ratio for snapping an unknown word to a known one
+PASTED_DISCOUNT = 0.9     # an alias found (fuzzily) inside a longer report
+MAX_MATCH_CHARS = 8000    # a longer paste is matched on its head and tail (docs/resource-policy.md)
 CAUSE_TEXT_WEIGHT = 0.3   # words from cause titles count less than alias words
 TYPICAL_SHARE_SCALE = 4   # a word in a quarter of a symptom's aliases gets the full weight
 
@@ -97,7 +98,7 @@ class Match:
 
 class SymptomMatcher:
     def __init__(self, kb: KnowledgeBase) -> None:
-        index = memo(kb, "matcher", lambda: build_index(kb), code=__file__)
+        index = memo(kb, "matcher", lambda: build_index(kb), code=__file__, valid=_index_shape)
         self.entries = [_Entry(**entry) for entry in index["entries"]]
         self.idf = index["idf"]
         self.vocab = list(self.idf)
@@ -115,6 +116,7 @@ class SymptomMatcher:
         return known
 
     def match(self, query: str, limit: int | None = None) -> list[Match]:
+        query = bounded(query)
         norm = normalize(query)
         known = self._known(tokens(query))
         total = sum(self.idf[t] for t in known) or 1.0
@@ -144,6 +146,20 @@ class SymptomMatcher:
             if score > best:
                 best, best_alias = score, alias
         return best, best_alias
+
+
+def bounded(query: str) -> str:
+    """At most MAX_MATCH_CHARS of a long paste: its head (the user's words) and its tail (where a
+    traceback ends with the error), so matching stays fast whatever was pasted."""
+    if len(query) <= MAX_MATCH_CHARS:
+        return query
+    half = MAX_MATCH_CHARS // 2
+    return query[:half] + "\n...\n" + query[-half:]
+
+
+def _index_shape(index) -> bool:
+    return (isinstance(index, dict) and isinstance(index.get("idf"), dict) and isinstance(index.get("entries"), list)
+            and all(isinstance(e, dict) and set(e) == {"id", "title", "phrases", "words"} for e in index["entries"]))
 
 
 def build_index(kb: KnowledgeBase) -> dict:

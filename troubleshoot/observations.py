@@ -18,12 +18,15 @@ class Artifact:
 
     path: str
     kind: str  # hf-checkpoint | megatron-checkpoint | state-dict | log | batch | ...
-    detail: str = ""  # e.g. "megatron text log", "trainer_state.json", "3 safetensors shards"
+    detail: str = ""  # for people, e.g. "megatron text log", "3 safetensors shards"
+    format: str = ""  # for probes, e.g. "megatron" (a log format name, loaders/logs/formats.py)
 
     def to_json(self) -> dict:
         out = {"path": self.path, "kind": self.kind}
         if self.detail:
             out["detail"] = self.detail
+        if self.format:
+            out["format"] = self.format
         return out
 
 
@@ -61,13 +64,40 @@ class Finding:
 
 
 @dataclass
+class Timeline:
+    """One training log as series over iterations, for renderers (the terminal timeline, --plot).
+
+    Plain numbers only: the log probe fills it, ``report/timeline.py`` and ``report/plot.py`` draw it.
+    Series are block summaries (one value per block of records, NaN where a block has none).
+    """
+
+    path: str
+    records: int
+    its: list[int]                   # last iteration of each block
+    loss: list[float]                # median loss of each block
+    loss_lo: list[float]
+    loss_hi: list[float]
+    grad_norm: list[float]
+    loss_scale: list[float]          # lowest fp16 loss scale of each block
+    lr: list[float]
+    loss_scale_seen: bool = False    # the log reports a loss scale at all
+    vals: list[tuple[int, float]] = field(default_factory=list)            # (iteration, eval loss)
+    markers: list[tuple[int | None, str, str]] = field(default_factory=list)  # (iteration, symbol, label)
+    window: tuple[int, int] | None = None    # the data window to skip around the main instability
+
+    @property
+    def name(self) -> str:
+        return self.path.rsplit("/", 1)[-1]
+
+
+@dataclass
 class Observations:
     """What one or more probes established. Later facts of the same name win (merge order)."""
 
     artifacts: list[Artifact] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
     facts: dict[str, Fact] = field(default_factory=dict)
-    # Extra material for renderers, keyed by probe: e.g. {"logs": {"timeline": [...], "plot": "x.png"}}
+    # Plain data for renderers, keyed by probe family: {"logs": {"timelines": [Timeline, ...]}}
     attachments: dict[str, Any] = field(default_factory=dict)
 
     def fact(self, name: str, value: Any, source: str, note: str = "") -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import math
 import operator
+import re
 from functools import cached_property
 from typing import Any, Callable, Mapping
 
@@ -128,7 +129,7 @@ class Expr:
         if isinstance(node, ast.Constant):
             return node.value
         if isinstance(node, ast.BinOp):
-            return _BINARY[type(node.op)](self._eval(node.left, facts), self._eval(node.right, facts))
+            return _bounded(type(node.op), self._eval(node.left, facts), self._eval(node.right, facts))
         if isinstance(node, ast.UnaryOp):
             return _UNARY[type(node.op)](self._eval(node.operand, facts))
         if isinstance(node, ast.BoolOp):
@@ -149,6 +150,30 @@ class Expr:
         raise ExprError(f"{self.source!r}: cannot evaluate {type(node).__name__}")
 
 
+def _bounded(op: type, left: Any, right: Any) -> Any:
+    """``left op right`` within the resource policy: no number past 1e300, no text or list past
+    MAX_SEQUENCE items, no %-formatting of text (``9 ** 9 ** 9`` or ``'a' * 10**10`` in a rule
+    file must fail fast, not exhaust the machine)."""
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (left, right))
+    if op is ast.Pow and numbers and (abs(right) > 64 or abs(left) > 1e300):
+        left = float(left)  # float ** raises OverflowError instead of building a huge int
+    if op is ast.Mult and not numbers:
+        count = right if isinstance(left, (str, list)) else left
+        seq = left if isinstance(left, (str, list)) else right
+        if isinstance(count, int) and isinstance(seq, (str, list)) and len(seq) * max(count, 0) > MAX_SEQUENCE:
+            raise ExprError(f"a repeated text or list longer than {MAX_SEQUENCE:,} items")
+    if op is ast.Mod and isinstance(left, str):
+        raise ExprError("%-formatting of text is not allowed")
+    value = _BINARY[op](left, right)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) > 1e300:
+        raise ExprError("a number beyond 1e300")
+    return value
+
+
+MAX_SEQUENCE = 10_000
+FORMAT_SPEC = re.compile(r"^(.?[<>=^])?[+\- ]?#?0?(\d{1,3})?[,_]?(\.\d{1,2})?[bcdeEfFgGnosxX%]?$")
+
+
 def split_template(text: str) -> list[tuple[str, str, str]]:
     """Split 'Set {{ expr :fmt }} now' into [(literal, expr, fmt), ...]; the last expr may be ''."""
     out, rest = [], text
@@ -160,6 +185,9 @@ def split_template(text: str) -> list[tuple[str, str, str]]:
         expr, fmt = inner, ""
         if ":" in inner:
             expr, _, fmt = inner.rpartition(":")
+        if not FORMAT_SPEC.match(fmt.strip()):
+            raise ExprError(f"format ':{fmt.strip()[:20]}' is not a number format of at most 3 digits width "
+                            f"(e.g. :.5f, :.1e, :,)")
         out.append((before, expr.strip(), fmt.strip()))
     out.append((rest, "", ""))
     return out

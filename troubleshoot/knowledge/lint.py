@@ -2,14 +2,15 @@
 
 Catches unknown facts / causes / fixes, duplicate ids (at load), unreachable checks, `after`
 cycles, causes without fixes, fixes without sources, symptoms without an article, articles
-without their fixed sections, and contract ids from DESIGN.md that are missing.
+without their fixed sections, contract ids from DESIGN.md that are missing, and breaks of the
+rules <-> probes contract: a check whose ``probe:`` hint no probe can answer, a fact two probes
+publish with no merge rule.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
 from .. import contracts
-from .expr import Expr, split_template
 from .read import knowledge_root, load_with_problems
 from .model import KnowledgeBase
 from .schema import Problem
@@ -18,28 +19,9 @@ from .schema import Problem
 def lint(root: Path | None = None) -> list[Problem]:
     root = root or knowledge_root()
     kb, problems = load_with_problems(root)
-    for check in (_facts_known, _references, _reachable_checks, _after_cycles, _articles, _contracts):
+    for check in (_references, _reachable_checks, _after_cycles, _articles, _contracts, _probe_contract):
         problems.extend(check(kb))
     return problems
-
-
-def _facts_known(kb: KnowledgeBase) -> list[Problem]:
-    out = []
-    for s in kb.symptoms.values():
-        for i, check in enumerate(s.checks):
-            for name in filter(None, (check.fact, check.after)):
-                if name not in kb.facts:
-                    out.append(Problem(s.file, check.line, f"checks[{i}]", f"unknown fact '{name}' (register it in rules/_facts/ or facts:)"))
-        for cause in s.causes:
-            for j, ev in enumerate(cause.evidence):
-                for name in sorted(ev.when.facts - kb.facts.keys()):
-                    out.append(Problem(s.file, ev.line, f"{cause.id}.evidence[{j}].when", f"unknown fact '{name}'"))
-    for fix in kb.fixes.values():
-        for j, step in enumerate(fix.steps):
-            for _, source, _ in split_template(step):
-                for name in sorted(Expr(source).facts - kb.facts.keys()) if source else ():
-                    out.append(Problem(kb.symptoms[fix.symptom].file, fix.line, f"{fix.id}.steps[{j}]", f"unknown fact '{name}'"))
-    return out
 
 
 def _references(kb: KnowledgeBase) -> list[Problem]:
@@ -113,4 +95,24 @@ def _contracts(kb: KnowledgeBase) -> list[Problem]:
            for sid in contracts.SYMPTOM_IDS if sid not in kb.symptoms]
     out += [Problem("rules/", 0, "", f"required cause '{cid}' is missing (DESIGN.md)")
             for cid in contracts.CAUSE_IDS if cid not in kb.causes]
+    return out
+
+
+def _probe_contract(kb: KnowledgeBase) -> list[Problem]:
+    from ..probes import SHARED_FACTS, publishes
+
+    out = []
+    declared = publishes()
+    producers: dict[str, list[str]] = {}
+    for family, facts in declared.items():
+        for name in facts:
+            producers.setdefault(name, []).append(family)
+    out += [Problem("troubleshoot/probes/__init__.py", 0, "SHARED_FACTS", f"fact '{name}' is published by "
+                    f"{' and '.join(fams)} but has no merge rule") for name, fams in sorted(producers.items())
+            if len(fams) > 1 and name not in SHARED_FACTS]
+    for s in kb.symptoms.values():
+        for i, check in enumerate(s.checks):
+            if check.probe and check.fact not in producers:
+                out.append(Problem(s.file, check.line, f"checks[{i}].probe", f"no probe publishes '{check.fact}': "
+                                   "drop the hint or make a probe publish it (and list it in its PUBLISHES)"))
     return out

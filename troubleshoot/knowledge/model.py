@@ -1,12 +1,15 @@
 """The knowledge base as plain data: symptoms, checks, causes, evidence, fixes, facts, articles."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from .expr import Expr
 
 FACT_TYPES = ("bool", "number", "choice", "text")
+MAX_ANSWER_CHARS = 1000
+MAX_NUMBER = 1e300
 
 
 @dataclass
@@ -21,6 +24,8 @@ class FactSpec:
     def parse(self, raw: str) -> Any:
         """Turn a typed answer ('yes', '11600', 'bf16') into a value; ValueError if it is not one."""
         text = str(raw).strip()
+        if len(text) > MAX_ANSWER_CHARS:
+            raise ValueError(f"{self.name}: an answer of {len(text):,} characters is too long (at most {MAX_ANSWER_CHARS})")
         if self.type == "bool":
             low = text.lower()
             if low in ("y", "yes", "true", "1", "是", "对", "有"):
@@ -30,9 +35,12 @@ class FactSpec:
             raise ValueError(f"{self.name} expects yes or no, got {text!r}")
         if self.type == "number":
             try:
-                return float(text) if any(c in text for c in ".eE") else int(text)
+                value = float(text) if any(c in text for c in ".eE") else int(text)
             except ValueError:
                 raise ValueError(f"{self.name} expects a number, got {text!r}") from None
+            if not math.isfinite(value) or abs(value) > MAX_NUMBER:
+                raise ValueError(f"{self.name} expects a finite number below 1e300, got {text[:40]!r}")
+            return value
         if self.type == "choice":
             if text.isdigit() and 1 <= int(text) <= len(self.choices):
                 return self.choices[int(text) - 1]

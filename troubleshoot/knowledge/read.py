@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 
-from ..errors import LlmfixError
+from ..errors import ArtifactError, LlmfixError
+from ..files import read_bytes, read_text
 from . import schema
 from .expr import Expr, ExprError, split_template
 from .model import (Article, Cause, Check, Evidence, FactSpec, Fix, FixAttempt, KnowledgeBase,
@@ -23,6 +24,7 @@ from .model import (Article, Cause, Check, Evidence, FactSpec, Fix, FixAttempt, 
 from .schema import Located, Problem
 
 FRONT_MATTER = re.compile(r"\A---\n(.*?)\n---\n", re.S)
+MAX_FILE_BYTES = 4 * 1024 * 1024  # the largest rules file is ~40 KB (docs/resource-policy.md)
 
 
 def knowledge_root() -> Path:
@@ -57,7 +59,7 @@ def load_with_problems(root: Path) -> tuple[KnowledgeBase, list[Problem]]:
     rules = root / "rules"
     fact_files, rule_files = sorted((rules / "_facts").glob("*.yaml")), sorted(rules.glob("*.yaml"))
     articles = sorted((root / "kb").glob("*.md"))
-    cache = ParseCache(root, fact_files + rule_files + articles)
+    cache = ParseCache(root, fact_files + rule_files + articles, problems)
     kb.fingerprint = cache.fingerprint
     for path in fact_files:
         doc = cache.parse(path, problems)
@@ -68,37 +70,61 @@ def load_with_problems(root: Path) -> tuple[KnowledgeBase, list[Problem]]:
         if doc is not None:
             _read_symptom(doc, path.stem, kb, problems)
     for path in articles:
-        _read_article(path, root, kb, problems, cache)
+        _read_article(path, kb, problems, cache)
+    if not cache.fresh:
+        problems.extend(unknown_facts(kb))
     cache.save(problems)
     return kb, problems
+
+
+def unknown_facts(kb: KnowledgeBase) -> list[Problem]:
+    """Facts that checks, evidence and fix steps read but nobody registered (a load problem: the
+    engine would ask about, or compute with, a fact it has no type for)."""
+    out = []
+    for s in kb.symptoms.values():
+        for i, check in enumerate(s.checks):
+            for name in filter(None, (check.fact, check.after)):
+                if name not in kb.facts:
+                    out.append(Problem(s.file, check.line, f"checks[{i}]", f"unknown fact '{name}' (register it in rules/_facts/ or facts:)"))
+        for cause in s.causes:
+            for j, ev in enumerate(cause.evidence):
+                for name in sorted(ev.when.facts - kb.facts.keys()):
+                    out.append(Problem(s.file, ev.line, f"{cause.id}.evidence[{j}].when", f"unknown fact '{name}'"))
+    for fix in kb.fixes.values():
+        for j, step in enumerate(fix.steps):
+            for _, source, _ in split_template(step):
+                for name in sorted(Expr(source).facts - kb.facts.keys()) if source else ():
+                    out.append(Problem(kb.symptoms[fix.symptom].file, fix.line, f"{fix.id}.steps[{j}]", f"unknown fact '{name}'"))
+    return out
 
 
 class ParseCache:
     """Parsed YAML (data and line numbers) as JSON in the user's cache folder.
 
     Parsing ~1 MB of rules costs more than the rest of `llmfix ask` together; the cache is keyed
-    on every file's path, size and mtime, so any edit re-parses. Unwritable cache: no cache.
+    on every file's path and content hash, so any edit re-parses (an edit that keeps size and
+    mtime too). Only the newest few cache files are kept. Unwritable cache: no cache.
     """
 
-    def __init__(self, root: Path, files: list[Path]) -> None:
+    def __init__(self, root: Path, files: list[Path], problems: list[Problem]) -> None:
         self.root = root
-        self.key = [[str(p.relative_to(root)), st.st_size, st.st_mtime_ns] for p in files for st in [p.stat()]]
+        self.texts: dict[str, str | None] = {}
+        for path in files:
+            rel = str(path.relative_to(root))
+            self.texts[rel] = _read(path, rel, problems)
+        self.key = [[rel, hashlib.sha1((text or "").encode()).hexdigest()] for rel, text in self.texts.items()]
         self.fingerprint = hashlib.sha1(json.dumps([str(root.resolve()), self.key]).encode()).hexdigest()[:16]
         self.path = cache_dir() / f"parsed-{hashlib.sha1(str(root.resolve()).encode()).hexdigest()[:16]}.json"
-        self.entries: dict[str, dict] = {}
-        self.fresh = False
-        try:
-            saved = json.loads(self.path.read_text(encoding="utf-8"))
-            if saved.get("key") == self.key:
-                self.entries, self.fresh = saved["files"], True
-        except (OSError, ValueError, KeyError, AttributeError):
-            pass
+        saved = _load_json(self.path)
+        self.fresh = _valid_cache(saved, self.key)
+        self.entries: dict[str, dict | None] = saved["files"] if self.fresh else {}
 
     def parse(self, path: Path, problems: list[Problem]) -> Located | None:
         rel = str(path.relative_to(self.root))
         if self.fresh and rel in self.entries:
-            return Located.cached(rel, **self.entries[rel])
-        doc = _parse(path, self.root, problems)
+            return Located.cached(rel, **self.entries[rel]) if self.entries[rel] else None
+        text = self.texts.get(rel)
+        doc = _parse(text, rel, problems) if text is not None else None
         self.entries[rel] = doc.to_cache() if doc is not None else None
         return doc
 
@@ -106,81 +132,118 @@ class ParseCache:
         """An article's front matter (YAML between --- lines), parsed once per edit."""
         if self.fresh and rel in self.entries:
             return self.entries[rel]
-        import yaml
-
-        meta = None
-        try:
-            meta = yaml.safe_load(text) or {}
-        except yaml.YAMLError as err:
-            problems.append(Problem(rel, 2, "front matter", f"YAML syntax error: {err}"))
+        doc = _parse(text, rel, problems, line=1)
+        meta = doc.data if doc is not None else None
         self.entries[rel] = meta
         return meta
 
     def save(self, problems: list[Problem]) -> None:
         if self.fresh or problems:
             return  # knowledge with problems is never cached: its messages must come again
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps({"key": self.key, "files": self.entries}), encoding="utf-8")
-            tmp.replace(self.path)
-        except (OSError, TypeError, ValueError):
-            pass  # read-only home, or a YAML value JSON cannot hold: simply no cache
+        _save_json(self.path, {"key": self.key, "files": self.entries})
+
+
+def _valid_cache(saved: Any, key: list) -> bool:
+    """A cache file is used only when it has the exact shape ``save`` writes, for this content."""
+    if not isinstance(saved, dict) or saved.get("key") != key or not isinstance(saved.get("files"), dict):
+        return False
+    for rel, entry in saved["files"].items():
+        if entry is None or rel.startswith("kb/"):
+            continue
+        if (not isinstance(entry, dict) or set(entry) != {"data", "lines"} or not isinstance(entry["lines"], list)
+                or not all(isinstance(x, list) and len(x) == 2 and isinstance(x[0], list) and isinstance(x[1], int)
+                           for x in entry["lines"])):
+            return False
+    return True
+
+
+MAX_CACHE_BYTES = 64 * 1024 * 1024
+KEEP_CACHE_FILES = 8  # per kind (parsed-*, matcher-*, ...): older ones are deleted on save
+
+
+def _load_json(path: Path) -> Any:
+    try:
+        return json.loads(read_bytes(path, MAX_CACHE_BYTES))
+    except (ArtifactError, ValueError, RecursionError):
+        return None
+
+
+def _save_json(path: Path, value: Any) -> None:
+    """Write atomically, then delete all but the newest KEEP_CACHE_FILES of the same kind."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(value, ensure_ascii=False), encoding="utf-8")
+        tmp.replace(path)
+        kind = path.name.split("-", 1)[0]
+        same = sorted(path.parent.glob(f"{kind}-*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+        for old in same[KEEP_CACHE_FILES:]:
+            old.unlink(missing_ok=True)
+    except (OSError, TypeError, ValueError):
+        pass  # read-only home, or a YAML value JSON cannot hold: simply no cache
 
 
 def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "llmfix"
 
 
-def memo(kb: KnowledgeBase, name: str, build: Callable[[], Any], code: str) -> Any:
+def memo(kb: KnowledgeBase, name: str, build: Callable[[], Any], code: str,
+         valid: Callable[[Any], bool] = lambda value: value is not None) -> Any:
     """A JSON-able value derived from the knowledge (the matcher's index), cached per knowledge
-    fingerprint and per version of the ``code`` file that builds it."""
-    st = Path(code).stat()
-    version = hashlib.sha1(f"{kb.fingerprint}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:16]
+    fingerprint and per version (content) of the ``code`` file that builds it; a cached value
+    that ``valid`` rejects (a damaged or foreign file) is rebuilt."""
+    version = hashlib.sha1(f"{kb.fingerprint}:".encode() + Path(code).read_bytes()).hexdigest()[:16]
     path = cache_dir() / f"{name}-{version}.json"
     if kb.fingerprint:
-        try:
-            return json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            pass
+        cached = _load_json(path)
+        if cached is not None and valid(cached):
+            return cached
     value = build()
     if kb.fingerprint:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(value, ensure_ascii=False), encoding="utf-8")
-            tmp.replace(path)
-        except OSError:
-            pass
+        _save_json(path, value)
     return value
 
 
-def _parse(path: Path, root: Path, problems: list[Problem]) -> Located | None:
+def _parse(text: str, rel: str, problems: list[Problem], line: int = 0) -> Located | None:
+    """One YAML document; every problem becomes one line naming the file (and ``line`` + its line)."""
     import yaml
 
-    rel = str(path.relative_to(root))
     try:
-        doc = Located(path.read_text(encoding="utf-8"), rel)
-    except UnicodeDecodeError:
-        problems.append(Problem(rel, 0, "", "not UTF-8 text"))
+        doc = Located(text, rel)
+    except schema.KnowledgeFileError as err:
+        problems.append(Problem(rel, line + err.line, "", str(err)))
         return None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
-        problems.append(Problem(rel, mark.line + 1 if mark else 0, "", f"YAML syntax error: {getattr(err, 'problem', err)}"))
+        what = " ".join(str(getattr(err, "problem", None) or err).split())
+        problems.append(Problem(rel, line + mark.line + 1 if mark else line, "", f"YAML syntax error: {what}"))
+        return None
+    except RecursionError:
+        problems.append(Problem(rel, line, "", "nested too deeply to read"))
         return None
     if doc.data is None:
-        problems.append(Problem(rel, 1, "", "empty file"))
+        problems.append(Problem(rel, line + 1, "", "empty file" if not line else "empty front matter"))
         return None
     return doc
 
 
+def _read(path: Path, rel: str, problems: list[Problem]) -> str | None:
+    """A knowledge file's text, or None with the reason added to ``problems``."""
+    try:
+        return read_text(path, MAX_FILE_BYTES)
+    except ArtifactError as err:
+        problems.append(Problem(rel, 0, "", err.problem))
+        return None
+
+
 def _add_fact(doc: Located, path: tuple, name: str, spec: Any, kb: KnowledgeBase, problems: list[Problem]) -> None:
-    if not schema.check_fact_spec(doc, path, name, spec, problems):
+    spec = schema.check_fact_spec(doc, path, name, spec, problems)
+    if spec is None:
         return
     if name in kb.facts:
         problems.append(doc.problem(path + ("<key>",), f"duplicate fact '{name}' (first defined in {kb.facts[name].file})"))
         return
-    kb.facts[name] = FactSpec(name, spec["type"], spec["description"], list(spec.get("choices") or []),
+    kb.facts[name] = FactSpec(name, spec["type"], spec["description"], spec["choices"],
                               spec.get("unit", ""), doc.file)
 
 
@@ -193,8 +256,8 @@ def _read_fact_file(doc: Located, kb: KnowledgeBase, problems: list[Problem]) ->
 
 
 def _read_symptom(doc: Located, stem: str, kb: KnowledgeBase, problems: list[Problem]) -> None:
-    data = doc.data
-    if not schema.check_fields(doc, (), data, schema.SYMPTOM, problems):
+    data = schema.check_fields(doc, (), doc.data, schema.SYMPTOM, problems)
+    if data is None:
         return
     sid = data.get("id")
     if sid != stem:
@@ -209,9 +272,10 @@ def _read_symptom(doc: Located, stem: str, kb: KnowledgeBase, problems: list[Pro
     symptom = Symptom(sid, str(data.get("title", "")), str(data.get("summary", "")),
                       _read_aliases(doc, data.get("aliases"), problems), file=doc.file)
     for i, raw in enumerate(data.get("checks") or []):
-        if schema.check_fields(doc, ("checks", i), raw, schema.CHECK, problems):
-            symptom.checks.append(Check(raw.get("fact", ""), raw.get("ask", ""), sid, raw.get("how", ""),
-                                        raw.get("probe", ""), int(raw.get("cost", 2) or 2), raw.get("after", ""),
+        raw = schema.check_fields(doc, ("checks", i), raw, schema.CHECK, problems)
+        if raw is not None and raw.get("fact") and raw.get("ask"):
+            symptom.checks.append(Check(raw["fact"], raw["ask"], sid, raw.get("how", ""),
+                                        raw.get("probe", ""), raw.get("cost", 2), raw.get("after", ""),
                                         doc.line(("checks", i))))
     symptom.causes = _read_unique(doc, "causes", data, sid, _read_cause, kb.causes, "cause", problems)
     _read_unique(doc, "fixes", data, sid, _read_fix, kb.fixes, "fix", problems)
@@ -249,14 +313,15 @@ def _read_aliases(doc: Located, raw: Any, problems: list[Problem]) -> dict[str, 
 
 
 def _read_cause(doc: Located, path: tuple, raw: Any, sid: str, problems: list[Problem]) -> Cause | None:
-    if not schema.check_fields(doc, path, raw, schema.CAUSE, problems):
+    raw = schema.check_fields(doc, path, raw, schema.CAUSE, problems)
+    if raw is None:
         return None
     cid = raw.get("id")
     if not isinstance(cid, str) or not schema.CAUSE_ID.match(cid) or not cid.startswith(sid + "."):
         problems.append(doc.problem(path + ("id",), f"expected a cause id '{sid}.<kebab-case>', got {cid!r}"))
         return None
-    prior = raw.get("prior")
-    if not isinstance(prior, (int, float)) or not 0 < prior < 1:
+    prior = raw.get("prior", 0.1)
+    if not 0 < prior < 1:
         problems.append(doc.problem(path + ("prior",), f"expected a number between 0 and 1 (exclusive), got {prior!r}"))
         prior = 0.1
     cause = Cause(cid, sid, str(raw.get("title", "")), float(prior), raw.get("summary", ""),
@@ -271,12 +336,13 @@ def _read_cause(doc: Located, path: tuple, raw: Any, sid: str, problems: list[Pr
 
 
 def _read_evidence(doc: Located, path: tuple, raw: Any, problems: list[Problem]) -> Evidence | None:
-    if not schema.check_fields(doc, path, raw, schema.EVIDENCE, problems):
+    raw = schema.check_fields(doc, path, raw, schema.EVIDENCE, problems)
+    if raw is None or "when" not in raw or "lr" not in raw:
         return None
     for key in ("lr", "else_lr"):
         value = raw.get(key, 1.0)
-        if not isinstance(value, (int, float)) or value <= 0:
-            problems.append(doc.problem(path + (key,), f"expected a likelihood ratio > 0, got {value!r}"))
+        if not 1e-6 <= value <= 1e6:
+            problems.append(doc.problem(path + (key,), f"expected a likelihood ratio between 1e-6 and 1e6, got {value!r}"))
             return None
     try:
         when = Expr(str(raw.get("when", "")), check=not doc.validated)
@@ -288,32 +354,44 @@ def _read_evidence(doc: Located, path: tuple, raw: Any, problems: list[Problem])
 
 
 def _read_fix(doc: Located, path: tuple, raw: Any, sid: str, problems: list[Problem]) -> Fix | None:
-    if not schema.check_fields(doc, path, raw, schema.FIX, problems):
+    raw = schema.check_fields(doc, path, raw, schema.FIX, problems)
+    if raw is None:
         return None
     fid = raw.get("id")
     if not isinstance(fid, str) or not schema.FIX_ID.match(fid):
         problems.append(doc.problem(path + ("id",), f"expected a fix id 'fix-<kebab-case>', got {fid!r}"))
         return None
-    steps = schema.check_strings(doc, path + ("steps",), raw.get("steps"), "a step", problems)
-    for j, step in enumerate(steps if not doc.validated else ()):
-        try:
-            for _, source, _ in split_template(step):
-                if source:
-                    Expr(source)
-        except ExprError as err:
-            problems.append(doc.problem(path + ("steps", j), str(err)))
+    steps = [step for j, step in enumerate(schema.check_strings(doc, path + ("steps",), raw.get("steps"), "a step", problems))
+             if doc.validated or _template_ok(doc, path + ("steps", j), step, problems)]
     attempts = []
     for j, item in enumerate(raw.get("did_not_work") or []):
-        if schema.check_fields(doc, path + ("did_not_work", j), item, schema.ATTEMPT, problems):
-            attempts.append(FixAttempt(item.get("text", ""), list(item.get("sources") or [])))
+        item = schema.check_fields(doc, path + ("did_not_work", j), item, schema.ATTEMPT, problems)
+        if item is not None and item.get("text"):
+            attempts.append(FixAttempt(item["text"], schema.check_strings(
+                doc, path + ("did_not_work", j, "sources"), item.get("sources"), "a source", problems)))
     return Fix(fid, str(raw.get("title", "")), steps,
                schema.check_strings(doc, path + ("sources",), raw.get("sources"), "a source", problems),
                sid, attempts, doc.line(path))
 
 
-def _read_article(path: Path, root: Path, kb: KnowledgeBase, problems: list[Problem], cache: ParseCache) -> None:
-    rel = str(path.relative_to(root))
-    text = path.read_text(encoding="utf-8")
+def _template_ok(doc: Located, path: tuple, step: str, problems: list[Problem]) -> bool:
+    """Whether every {{ expr :fmt }} slot of a fix step parses (a bad step is left out)."""
+    try:
+        for _, source, _ in split_template(step):
+            if source:
+                Expr(source)
+    except ExprError as err:
+        problems.append(doc.problem(path, str(err)))
+        return False
+    return True
+
+
+def _read_article(path: Path, kb: KnowledgeBase, problems: list[Problem], cache: ParseCache) -> None:
+    rel = str(path.relative_to(cache.root))
+    text = cache.texts.get(rel)
+    if text is None:
+        cache.entries[rel] = None
+        return
     match = FRONT_MATTER.match(text)
     if not match:
         problems.append(Problem(rel, 1, "", "missing front matter (--- id: ..., title: ... ---)"))

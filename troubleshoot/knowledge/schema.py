@@ -5,6 +5,7 @@ Every problem names the file, the line and the field, and says what was expected
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +22,7 @@ SYMPTOM = {"id": (str, True, "the symptom id (= file name)"), "title": (str, Tru
            "facts": (dict, False, "a mapping of fact name -> spec"), "checks": (list, False, "a list of checks"),
            "causes": (list, True, "a list of causes"), "fixes": (list, False, "a list of fixes")}
 CHECK = {"fact": (str, True, "a fact name"), "ask": (str, True, "the question"), "how": (str, False, "text"),
-         "probe": (str, False, "an llmfix command"), "cost": (int, False, "an integer 1..5"),
+         "probe": (str, False, "an llmfix command"), "cost": (int, False, "an integer 1..5 (1 = read a file, 5 = rerun training)"),
          "after": (str, False, "a fact name")}
 CAUSE = {"id": (str, True, "a cause id <symptom>.<cause>"), "title": (str, True, "a title"),
          "summary": (str, False, "text"), "prior": (NUMBER, True, "a number between 0 and 1"),
@@ -37,6 +38,7 @@ ATTEMPT = {"text": (str, True, "text"), "sources": (list, True, "a list of sourc
 FACT = {"type": (str, True, "bool, number, choice or text"), "description": (str, True, "text"),
         "choices": (list, False, "a list of choices"), "unit": (str, False, "text")}
 ALIAS_GROUPS = ("en", "zh", "errors")
+MAX_COST = 5
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,17 @@ class Problem:
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}" if self.line else self.file
         return f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
+
+
+MAX_DEPTH = 12  # rules nest 6 levels deep at most (causes[i].evidence[j].when)
+
+
+class KnowledgeFileError(ValueError):
+    """A knowledge file that parses as YAML but uses something the knowledge format refuses."""
+
+    def __init__(self, line: int, message: str) -> None:
+        super().__init__(message)
+        self.line = line
 
 
 class Located:
@@ -69,32 +82,48 @@ class Located:
         self.file = file
         self.validated = False  # True only when rebuilt from the cache of a problem-free load
         self.lines: dict[tuple, int] = {}
-        # What yaml.safe_load does, split in two so the node tree also gives line numbers, and
-        # with libyaml's SafeLoader when present (10x faster; same safe constructor). Imported
-        # here: with the parse cache warm, `llmfix ask` never needs yaml.
+        # What yaml.safe_load does, split in two so the node tree also gives line numbers (and is
+        # checked before anything is built from it), with libyaml's SafeLoader when present (10x
+        # faster; same safe constructor). Imported here: with the parse cache warm, `llmfix ask`
+        # never needs yaml.
         import yaml
 
         loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
         try:
             node = loader.get_single_node()
+            self._index(node, (), set())
             self.data = loader.construct_document(node) if node is not None else None
         finally:
             loader.dispose()
-        self._index(node, ())
 
-    def _index(self, node: Any, path: tuple) -> None:
+    def _index(self, node: Any, path: tuple, seen: set[int]) -> None:
+        """Record every node's line; refuse what knowledge files never need and hostile files use:
+        anchors/aliases (a 1 KB alias bomb expands to gigabytes), duplicate keys (the last one
+        would silently win), nesting deeper than MAX_DEPTH."""
         import yaml
 
         if node is None:
             return
-        self.lines[path] = node.start_mark.line + 1
+        line = node.start_mark.line + 1
+        if id(node) in seen:
+            raise KnowledgeFileError(line, "YAML anchors and aliases (&name / *name) are not allowed here")
+        if len(path) > MAX_DEPTH:
+            raise KnowledgeFileError(line, f"nested deeper than {MAX_DEPTH} levels")
+        seen.add(id(node))
+        self.lines[path] = line
         if isinstance(node, yaml.MappingNode):
+            keys = set()
             for key, value in node.value:
-                self._index(value, path + (key.value,))
+                if not isinstance(key, yaml.ScalarNode):
+                    raise KnowledgeFileError(key.start_mark.line + 1, "a mapping key must be plain text")
+                if key.value in keys:
+                    raise KnowledgeFileError(key.start_mark.line + 1, f"duplicate key '{key.value}'")
+                keys.add(key.value)
+                self._index(value, path + (key.value,), seen)
                 self.lines[path + (key.value, "<key>")] = key.start_mark.line + 1
         elif isinstance(node, yaml.SequenceNode):
             for i, item in enumerate(node.value):
-                self._index(item, path + (i,))
+                self._index(item, path + (i,), seen)
 
     def line(self, path: tuple) -> int:
         while path and path not in self.lines:
@@ -114,11 +143,15 @@ def field_name(path: tuple) -> str:
     return out
 
 
-def check_fields(doc: Located, path: tuple, value: Any, spec: dict, problems: list[Problem]) -> bool:
-    """Check one mapping against a field spec; returns False when it is not a mapping at all."""
+def check_fields(doc: Located, path: tuple, value: Any, spec: dict, problems: list[Problem]) -> dict | None:
+    """Check one mapping against a field spec.
+
+    Returns the mapping with every unknown or wrongly typed field left out (so readers never meet
+    a value of the wrong type), or None when it is not a mapping at all."""
     if not isinstance(value, dict):
         problems.append(doc.problem(path, f"expected a mapping, got {type(value).__name__}"))
-        return False
+        return None
+    clean = {}
     for key in value:
         if key not in spec:
             problems.append(doc.problem(path + (key, "<key>"),
@@ -129,9 +162,31 @@ def check_fields(doc: Located, path: tuple, value: Any, spec: dict, problems: li
                 problems.append(doc.problem(path, f"missing required field '{key}' ({what})"))
             continue
         item = value[key]
-        if not isinstance(item, types) or (types is NUMBER and isinstance(item, bool)):
-            problems.append(doc.problem(path + (key,), f"expected {what}, got {type(item).__name__} {item!r:.60}"))
-    return True
+        if not isinstance(item, types) or (types is NUMBER and not is_number(item)):
+            problems.append(doc.problem(path + (key,), f"expected {what}, got {type(item).__name__} {_short(item)}"))
+            continue
+        if types is int and not 1 <= item <= MAX_COST:
+            problems.append(doc.problem(path + (key,), f"expected {what}, got {item}"))
+            continue
+        clean[key] = item
+    return clean
+
+
+def is_number(value: Any) -> bool:
+    """A finite int or float, not a bool (YAML's .inf and .nan are not numbers a rule can use)."""
+    if isinstance(value, bool) or not isinstance(value, NUMBER):
+        return False
+    if isinstance(value, int):
+        return abs(value) < 10 ** 300  # math.isfinite overflows on a 400-digit int
+    return math.isfinite(value) and abs(value) < 1e300
+
+
+def _short(value: Any) -> str:
+    try:
+        text = repr(value)
+    except ValueError:  # an int too long to print
+        text = "a huge number"
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def check_strings(doc: Located, path: tuple, items: Any, what: str, problems: list[Problem]) -> list[str]:
@@ -143,21 +198,24 @@ def check_strings(doc: Located, path: tuple, items: Any, what: str, problems: li
         if isinstance(item, str) and item.strip():
             good.append(item)
         else:
-            problems.append(doc.problem(path + (i,), f"expected {what} (a non-empty string), got {item!r:.60}"))
+            problems.append(doc.problem(path + (i,), f"expected {what} (a non-empty string), got {_short(item)}"))
     return good
 
 
-def check_fact_spec(doc: Located, path: tuple, name: str, spec: Any, problems: list[Problem]) -> bool:
+def check_fact_spec(doc: Located, path: tuple, name: str, spec: Any, problems: list[Problem]) -> dict | None:
+    """A fact's spec with its fields checked (choices as strings), or None when it is unusable."""
     if not FACT_NAME.match(str(name)):
         problems.append(doc.problem(path + ("<key>",),
                                     f"fact name '{name}' must be dotted lower_snake, e.g. data.mask.binary"))
-        return False
-    if not check_fields(doc, path, spec, FACT, problems):
-        return False
-    if spec.get("type") not in ("bool", "number", "choice", "text"):
-        problems.append(doc.problem(path + ("type",), f"expected bool, number, choice or text, got {spec.get('type')!r}"))
-        return False
-    if spec["type"] == "choice" and not spec.get("choices"):
+        return None
+    spec = check_fields(doc, path, spec, FACT, problems)
+    if spec is None or "type" not in spec or "description" not in spec:
+        return None
+    if spec["type"] not in ("bool", "number", "choice", "text"):
+        problems.append(doc.problem(path + ("type",), f"expected bool, number, choice or text, got {spec['type']!r}"))
+        return None
+    spec["choices"] = check_strings(doc, path + ("choices",), spec.get("choices"), "a choice", problems)
+    if spec["type"] == "choice" and not spec["choices"]:
         problems.append(doc.problem(path, "a choice fact needs 'choices'"))
-        return False
-    return True
+        return None
+    return spec

@@ -9,11 +9,12 @@ import importlib
 from pathlib import Path
 
 from ..errors import ArtifactError
-from ..observations import Artifact
+from ..observations import Artifact, Finding
 
 # Order matters: a .pt holding input_ids is a batch, not a state dict; a folder with config.json
 # is a checkpoint even when it also holds trainer_state.json.
 SNIFFERS = ("checkpoint", "batch", "logs")
+CHECKPOINT_KINDS = ("hf-checkpoint", "megatron-checkpoint", "state-dict")
 
 
 def detect(path: str | Path) -> Artifact:
@@ -34,3 +35,13 @@ def detect(path: str | Path) -> Artifact:
             return artifact
     what = "folder" if p.is_dir() else "file"
     raise ArtifactError(p, f"unrecognised {what}: not a checkpoint, training log or data batch")
+
+
+def warnings(artifact: Artifact) -> list[Finding]:
+    """What the loader noticed while opening ``artifact`` (a ``latest`` pointing nowhere, refused
+    or skipped pickles), reported once per artifact by ``probes.run_all`` whatever probes run."""
+    if artifact.kind not in CHECKPOINT_KINDS:
+        return []
+    from .checkpoint import open_checkpoint
+
+    return list(open_checkpoint(artifact.path).issues)

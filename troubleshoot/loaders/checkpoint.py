@@ -19,7 +19,7 @@ Four layouts, told apart by their files rather than their names alone:
 
 ``open_checkpoint`` returns a ``Checkpoint`` (cached per path) that the config, weights and
 optimizer probes share; the loader's own findings (latest pointing nowhere, refused pickles) are
-in ``Checkpoint.issues`` and reported once, by the config probe.
+in ``Checkpoint.issues``; ``probes.run_all`` reports them once per checkpoint.
 """
 from __future__ import annotations
 
@@ -449,12 +449,11 @@ def weight_shapes(ckpt: Checkpoint) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def load_training_file(ckpt: Checkpoint, f: Path) -> Any | None:
-    """Load an optimizer / scheduler pickle, recording a refusal in ``ckpt.unreadable``."""
+def load_training_file(f: Path) -> tuple[Any | None, str]:
+    """(object, "") for an optimizer / scheduler pickle, or (None, why it was not read).
+
+    The checkpoint is left as opened: a probe reports its own read failures."""
     try:
-        return load_pickle(f, allow_namespace=True)
-    except UnsafePickleError as err:
-        ckpt.unreadable.append((f, err.problem))
-    except ArtifactError as err:
-        ckpt.unreadable.append((f, err.problem))
-    return None
+        return load_pickle(f, allow_namespace=True), ""
+    except ArtifactError as err:  # UnsafePickleError included
+        return None, err.problem

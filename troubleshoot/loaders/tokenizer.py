@@ -1,5 +1,7 @@
 """Special token ids and vocabulary sizes of a checkpoint folder, read from its JSON files only.
 
+The one reader of tokenizer files: the config probe and the data probes both read through here.
+
 Nothing here runs code from the checkpoint: config.json, generation_config.json,
 tokenizer_config.json, special_tokens_map.json and tokenizer.json are parsed as plain JSON, and a
 token string (``"</s>"``) is turned into its id through the tokenizer's own tables. Only
@@ -97,7 +99,10 @@ class _Vocab:
             vocab = _read_json(self.folder / "vocab.json")  # slow GPT-2 style tokenizers
             if vocab:
                 table.update({k: v for k, v in vocab.items() if isinstance(v, int)})
-        if table:
+        if table:  # added tokens extend a base vocabulary; alone they do not tell its size
+            added = _read_json(self.folder / "added_tokens.json") or {}
+            table.update({k: v for k, v in added.items() if isinstance(v, int)})
+            table.update(self.table)
             self.size = max(len(set(table.values())), max(table.values()) + 1)
         self._full = table
         return table
@@ -108,6 +113,52 @@ class _Vocab:
         return self._load_full().get(token)
 
 
+@dataclass(frozen=True)
+class Declared:
+    """What one file says a special token is. ``value`` is the id (or list of ids) as written, or
+    as resolved from the token string ``text``; None when the tokenizer's tables lack that string."""
+
+    source: str                 # config.json, generation_config.json, tokenizer_config.json, chat_template ...
+    role: str                   # eos | bos | pad
+    value: int | list[int] | None
+    text: str | None = None
+
+    @property
+    def ids(self) -> list[int]:
+        return [] if self.value is None else [self.value] if isinstance(self.value, int) else list(self.value)
+
+
+def config_declared(source: str, data: dict | None) -> list[Declared]:
+    """The ``*_token_id`` entries of a config dict (config.json, generation_config.json, Megatron args);
+    a multimodal config's ``text_config`` fills what the top level leaves out."""
+    data = data or {}
+    if isinstance(data.get("text_config"), dict):
+        data = {**data["text_config"], **{k: v for k, v in data.items() if k.endswith("_token_id")}}
+    return [Declared(source, role, _as_ids(data[f"{role}_token_id"])) for role in ROLES if f"{role}_token_id" in data]
+
+
+def tokenizer_declared(folder: str | Path) -> list[Declared]:
+    """Special tokens as the tokenizer files of ``folder`` name them, resolved to ids through the
+    tokenizer's own tables, and the end-of-turn markers its chat template emits (one EOS entry of
+    source ``chat_template``)."""
+    folder = Path(folder)
+    tok_config = _read_json(folder / "tokenizer_config.json")
+    vocab = _Vocab(folder, tok_config)
+    out = []
+    for name, data in (("tokenizer_config.json", tok_config),
+                       ("special_tokens_map.json", _read_json(folder / "special_tokens_map.json"))):
+        for role in ROLES:
+            if f"{role}_token" in (data or {}):
+                token = _token_string(data[f"{role}_token"])
+                out.append(Declared(name, role, vocab.id_of(token) if token is not None else None, token))
+    template = chat_template(folder, tok_config)
+    markers = [m for m in END_OF_TURN if m in template] if template else []
+    ids = [i for i in (vocab.id_of(m) for m in markers) if i is not None]
+    if ids:
+        out.append(Declared("chat_template", "eos", ids, ", ".join(markers)))
+    return out
+
+
 def special_token_ids(folder: str | Path) -> dict[str, dict[str, int | list[int] | None]]:
     """EOS / BOS / pad ids as each file of ``folder`` states them, keyed by file name.
 
@@ -116,37 +167,25 @@ def special_token_ids(folder: str | Path) -> dict[str, dict[str, int | list[int]
     template in tokenizer_config.json uses (e.g. ``<|eot_id|>``) as extra EOS ids.
     """
     folder = Path(folder)
+    declared = [d for name in ("config.json", "generation_config.json")
+                for d in config_declared(name, _read_json(folder / name))] + tokenizer_declared(folder)
     out: dict[str, dict[str, int | list[int] | None]] = {}
-    for name in ("config.json", "generation_config.json"):
-        data = _read_json(folder / name)
-        if data is None:
-            continue
-        if name == "config.json" and isinstance(data.get("text_config"), dict):
-            data = {**data["text_config"], **{k: v for k, v in data.items() if k.endswith("_token_id")}}
-        ids = {f"{r}_token_id": _as_ids(data.get(f"{r}_token_id")) for r in ROLES
-               if f"{r}_token_id" in data}
-        if ids:
-            out[name] = ids
-    tok_config = _read_json(folder / "tokenizer_config.json")
-    vocab = _Vocab(folder, tok_config)
-    for name, data in (("tokenizer_config.json", tok_config),
-                       ("special_tokens_map.json", _read_json(folder / "special_tokens_map.json"))):
-        if not data:
-            continue
-        ids: dict[str, int | list[int] | None] = {}
-        for role in ROLES:
-            if f"{role}_token" in data:
-                token = _token_string(data[f"{role}_token"])
-                ids[f"{role}_token_id"] = vocab.id_of(token) if token is not None else None
-        if ids:
-            out[name] = ids
-    template = chat_template(folder, tok_config)
-    if template:
-        markers = [vocab.id_of(m) for m in END_OF_TURN if m in template]
-        markers = [m for m in markers if m is not None]
-        if markers:
-            out["chat_template"] = {"eos_token_id": markers}
+    for d in declared:
+        out.setdefault(d.source, {})[f"{d.role}_token_id"] = d.value
     return out
+
+
+def eos_not_stopped(eos: dict[str, list[int]]) -> tuple[list[int], list[int] | None]:
+    """(EOS ids some source names that generation does not stop on, the ids it stops on).
+
+    Generation stops on generation_config.json's eos_token_id, else config.json's; with neither,
+    every disagreement between sources is a gap (nothing says which one generation uses)."""
+    union = {i for ids in eos.values() for i in ids}
+    stops = eos.get("generation_config.json") or eos.get("config.json")
+    if stops:
+        return sorted(union - set(stops)), sorted(stops)
+    differ = len({tuple(sorted(v)) for v in eos.values()}) > 1
+    return (sorted(union) if differ else []), None
 
 
 def chat_template(folder: Path, tok_config: dict | None = None) -> str:

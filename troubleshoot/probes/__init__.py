@@ -1,52 +1,105 @@
 """Probe families: each turns artifacts into findings and facts (DESIGN.md "Probes").
 
-Every family is one module here exposing ``run(ctx: ProbeContext) -> Observations``. A family
-looks at ``ctx.artifacts`` itself and returns empty Observations when nothing applies to it.
-Families are imported lazily, so that ``llmfix ask`` never imports torch.
+A family is a module or subpackage exposing ``run(ctx: ProbeContext) -> Observations`` and a
+``PUBLISHES`` tuple naming every fact it can publish. A family looks at ``ctx.artifacts`` itself
+and returns empty Observations when nothing applies to it. Families are imported lazily, so that
+``llmfix ask`` never imports torch.
 """
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field
+
+import ast
+from collections.abc import Callable
+from pathlib import Path
 
 from ..errors import LlmfixError
-from ..observations import Artifact, Observations
+from ..observations import Fact, Observations
+from .context import ProbeContext
 
-FAMILIES = ("config", "weights", "optimizer", "logs", "batch", "gradflow", "masks")
+__all__ = ["FAMILIES", "SHARED_FACTS", "ProbeContext", "family_module", "publishes", "run_all"]
+
+# (family name, module under probes/). The name is the ``probe:<name>`` source of its facts.
+FAMILIES = (
+    ("config", "config"),
+    ("weights", "weights"),
+    ("optimizer", "optimizer"),
+    ("logs", "logs"),
+    ("batch", "data.batch"),
+    ("gradflow", "forward.gradflow"),
+    ("masks", "forward.masks"),
+)
 
 
-@dataclass
-class ProbeContext:
-    """What every probe gets: all artifacts (so a batch probe can read the vocab of the checkpoint
-    given beside it) and the user's switches."""
 
-    artifacts: list[Artifact]
-    device: str = "auto"          # auto | cpu | cuda
-    static: bool = False          # --static: never run the model
-    forward: bool = False         # --forward: run the model even above the size caps
-    model_factory: str | None = None  # module:callable or file.py:callable
-    plot: str | None = None       # --plot out.png for the log probe
-    options: dict = field(default_factory=dict)
 
-    def of_kind(self, *kinds: str) -> list[Artifact]:
-        return [a for a in self.artifacts if a.kind in kinds]
+def _worse(old: Fact, new: Fact) -> Fact:
+    """The value saying more is wrong: True over False, the larger count."""
+    return new if new.value > old.value else old
+
+
+def _from(family: str) -> Callable[[Fact, Fact], Fact]:
+    return lambda old, new: new if new.source == f"probe:{family}" else old
+
+
+# The facts more than one family publishes, and how their values merge. Every other fact has one
+# publishing family (kb lint checks the PUBLISHES declarations against this table).
+SHARED_FACTS: dict[str, tuple[str, Callable[[Fact, Fact], Fact]]] = {
+    "model.has_embed_layernorm": ("the tensors present (weights) beat what the config says", _from("weights")),
+    "weights.nonfinite": ("NaN/Inf in the file (weights) or in the built model (gradflow): either", _worse),
+    "weights.nonfinite_tensors": ("the larger count of the two", _worse),
+}
+
+
+def family_module(name: str):
+    """The module of probe family ``name`` (imports it, and so maybe torch)."""
+    return importlib.import_module(f"{__name__}.{dict(FAMILIES)[name]}")
 
 
 def run_all(ctx: ProbeContext) -> Observations:
-    """Run every family and merge what they found, in FAMILIES order."""
+    """The loaders' own warnings, then every family, merged in FAMILIES order.
+
+    Merge rule: a fact has one publishing family, except those in SHARED_FACTS, which merge by the
+    rule written there (so the order of FAMILIES never decides a fact's value). A family that raises does not hide the others: its exception becomes an error finding
+    ``probe.crashed`` (the findings of the families before it are kept), so the command exits 1
+    and the report never says that nothing was wrong.
+    """
+    from ..loaders import warnings
+
     out = Observations(artifacts=list(ctx.artifacts))
-    for name in FAMILIES:
+    for artifact in ctx.artifacts:
+        out.findings.extend(warnings(artifact))
+    for name, _ in FAMILIES:
         try:
-            part = importlib.import_module(f"{__name__}.{name}").run(ctx)
+            part = family_module(name).run(ctx)
         except LlmfixError:
             raise
         except ModuleNotFoundError as err:  # torch / safetensors / transformers not installed
             out.find("probe.missing_dependency", "info",
                      f"probe '{name}' skipped: needs {err.name} (pip install 'llmfix[models]')")
             continue
-        except Exception as err:  # one broken probe must not hide what the others found
-            out.find("probe.failed", "warning", f"probe '{name}' stopped: {type(err).__name__}: {err}"[:300])
+        except Exception as err:  # noqa: BLE001 - one broken probe must not hide what the others found
+            out.find("probe.crashed", "error",
+                     f"probe '{name}' crashed: {type(err).__name__}: {err}"[:300], name,
+                     {"family": name, "exception": type(err).__name__})
             continue
         part.artifacts = []  # already listed
+        merged = {k: SHARED_FACTS[k][1](out.facts[k], f) for k, f in part.facts.items()
+                  if k in out.facts and k in SHARED_FACTS}
         out.merge(part)
+        out.facts.update(merged)
+    return out
+
+
+def publishes() -> dict[str, tuple[str, ...]]:
+    """Each family's ``PUBLISHES`` declaration, read from its source (importing a family may need
+    torch; ``kb lint`` must not)."""
+    root = Path(__file__).parent
+    out = {}
+    for name, module in FAMILIES:
+        path = root.joinpath(*module.split("."))
+        path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        out[name] = next(tuple(ast.literal_eval(node.value)) for node in tree.body if isinstance(node, ast.Assign)
+                         and any(getattr(t, "id", "") == "PUBLISHES" for t in node.targets))
     return out

@@ -1,10 +1,9 @@
 """Config probe: what a checkpoint's config and tokenizer files say, before any tensor is read.
 
 Reads config.json (or Megatron's saved command line), generation_config.json and the tokenizer
-files (tokenizer_config.json, special_tokens_map.json, tokenizer.json, vocab.json) as plain JSON
--- no tokenizer code runs -- and the embedding shape from the safetensors header. Publishes the
-``model.*`` facts the rules compute formulas from, and reports the loader's own findings
-(missing ``latest`` target, skipped or refused pickles) once per checkpoint.
+files (through ``loaders/tokenizer.py``: plain JSON, no tokenizer code runs) and the embedding
+shape from the safetensors header. Publishes the
+``model.*`` facts the rules compute formulas from.
 
 Sample output and how to read it::
 
@@ -21,18 +20,31 @@ the 0.02 default, so only a ratio of 3 or more is a warning.
 """
 from __future__ import annotations
 
-import json
 import math
 import re
 from pathlib import Path
 from typing import Any
 
 from ..loaders.checkpoint import Checkpoint, open_checkpoint, weight_shapes
+from ..loaders.tokenizer import config_declared, eos_not_stopped, tokenizer_declared, vocab_sizes
 from ..observations import Observations
-from . import ProbeContext
 from .config_router import router_facts, router_finding
+from .context import ProbeContext
 
 SOURCE = "probe:config"
+# Every fact this family can publish (kb lint checks them against the rules' facts).
+PUBLISHES = (
+    "model.hidden_size", "model.num_layers", "model.num_heads", "model.vocab_size",
+    "model.max_positions", "model.hidden_depth_ratio", "model.params_estimate",
+    "model.initializer_range", "model.dtype", "model.norm_position", "model.attn_scaled",
+    "model.qk_layernorm", "model.rope_scaling", "model.has_embed_layernorm", "model.eos_mismatch",
+    "model.bos_mismatch", "model.pad_mismatch", "model.pad_is_eos", "model.embedding_rows",
+    "model.tokenizer_size", "model.vocab_mismatch",
+    # config_router
+    "model.moe.num_experts", "model.moe.top_k", "model.moe.router_aux_loss_coef", "model.moe.router_z_loss_coef",
+    "model.moe.capacity_factor", "model.moe.output_router_logits", "model.attn_implementation",
+    "model.attn_softcapping",
+)
 ALIASES = {  # HF names first, then GPT-2 / T5 / Megatron spellings
     "hidden_size": ("hidden_size", "n_embd", "d_model", "dim", "model_dim"),
     "num_layers": ("num_hidden_layers", "n_layer", "num_layers", "n_layers"),
@@ -61,7 +73,6 @@ def run(ctx: ProbeContext) -> Observations:
     obs = Observations()
     for art in ctx.of_kind("hf-checkpoint", "megatron-checkpoint", "state-dict"):
         ckpt = open_checkpoint(art.path)
-        obs.findings.extend(ckpt.issues)
         if ckpt.config:
             probe_config(ckpt, obs)
     return obs
@@ -116,9 +127,10 @@ def probe_config(ckpt: Checkpoint, obs: Observations) -> None:
         obs.fact("model.rope_scaling", bool(cfg["rope_scaling"]), SOURCE, where)
     if cfg.get("embed_layernorm") is not None or cfg.get("model_type") == "bloom":
         obs.fact("model.has_embed_layernorm", bool(cfg.get("embed_layernorm", True)), SOURCE, where)
-    tok = read_tokenizer(ckpt)
-    _special_tokens(ckpt, tok, obs)
-    _vocab(ckpt, tok, obs)
+    folder = tokenizer_folder(ckpt)
+    tok_size = vocab_sizes(folder).get("tokenizer") if folder else None
+    _special_tokens(ckpt, tok_size, obs)
+    _vocab(ckpt, tok_size, obs)
 
 
 def _router(cfg: dict, where: str, obs: Observations) -> None:
@@ -200,104 +212,41 @@ def _norm_and_attention(cfg: dict, where: str, obs: Observations) -> None:
         obs.fact("model.qk_layernorm", qk, SOURCE, where)
 
 
-# --- tokenizer files, read as JSON --------------------------------------------------------------
+# --- special tokens, as every file names them (read by loaders/tokenizer.py) --------------------
 
-def _content(value: Any) -> str | None:
-    if isinstance(value, dict):
-        value = value.get("content")
-    return value if isinstance(value, str) else None
+def tokenizer_folder(ckpt: Checkpoint) -> Path | None:
+    return next(iter(ckpt.tokenizer.values())).parent if ckpt.tokenizer else None
 
 
-def _ids(value: Any) -> set[int]:
-    if isinstance(value, bool) or value is None:
-        return set()
-    if isinstance(value, int):
-        return {value}
-    if isinstance(value, (list, tuple)):
-        return {v for v in value if isinstance(v, int) and not isinstance(v, bool)}
-    return set()
-
-
-def read_tokenizer(ckpt: Checkpoint) -> dict:
-    """{'vocab': token->id, 'size': n, 'special': {file: {'eos': str, ...}}, 'chat_template': str}."""
-    vocab: dict[str, int] = {}
-    special: dict[str, dict[str, str]] = {}
-    template = ""
-    files = ckpt.tokenizer
-
-    def load(name: str) -> Any:
-        try:
-            return json.loads(Path(files[name]).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-
-    if "tokenizer.json" in files and isinstance(tj := load("tokenizer.json"), dict):
-        model_vocab = (tj.get("model") or {}).get("vocab")
-        if isinstance(model_vocab, dict):
-            vocab.update({k: v for k, v in model_vocab.items() if isinstance(v, int)})
-        elif isinstance(model_vocab, list):  # Unigram: [[piece, score], ...]
-            vocab.update({p[0]: i for i, p in enumerate(model_vocab) if isinstance(p, list) and p})
-        for tok in tj.get("added_tokens") or []:
-            if isinstance(tok, dict) and isinstance(tok.get("id"), int):
-                vocab[tok.get("content")] = tok["id"]
-    for name in ("vocab.json", "added_tokens.json"):
-        if name in files and isinstance(data := load(name), dict):
-            vocab.update({k: v for k, v in data.items() if isinstance(v, int)})
-    for name in ("tokenizer_config.json", "special_tokens_map.json"):
-        data = load(name) if name in files else None
-        if not isinstance(data, dict):
-            continue
-        for sid, tok in (data.get("added_tokens_decoder") or {}).items():
-            if str(sid).isdigit() and _content(tok):
-                vocab[_content(tok)] = int(sid)
-        special[name] = {k: _content(data.get(f"{k}_token")) for k in ("eos", "bos", "pad", "unk")
-                         if _content(data.get(f"{k}_token"))}
-        template = template or (data.get("chat_template") if isinstance(data.get("chat_template"), str) else "")
-    if "chat_template.jinja" in files:
-        template = template or Path(files["chat_template.jinja"]).read_text(encoding="utf-8", errors="replace")
-    size = max(vocab.values()) + 1 if vocab else None
-    return {"vocab": vocab, "size": size, "special": special, "chat_template": template}
-
-
-def _special_tokens(ckpt: Checkpoint, tok: dict, obs: Observations) -> None:
-    cfg, vocab = ckpt.config or {}, tok["vocab"]
-    sources: dict[str, dict[str, set[int]]] = {"eos": {}, "bos": {}, "pad": {}}
-    labels: dict[str, str] = {}
-    for kind in sources:
-        for name, data in ((ckpt.config_source, cfg), ("generation_config.json", ckpt.generation_config or {})):
-            ids = _ids(data.get(f"{kind}_token_id"))
-            if ids:
-                sources[kind][name] = ids
-        for name, toks in tok["special"].items():
-            text = toks.get(kind)
-            if text is None:
-                continue
-            if text in vocab:
-                sources[kind][name] = {vocab[text]}
-                labels[f"{kind}:{name}"] = text
-            elif vocab:
-                obs.find("config.special_token_unknown", "warning", f"{kind}_token {text!r} in {name} is not in the "
-                         "tokenizer's vocabulary or added tokens", name, text)
-    for kind, severity in (("eos", "error"), ("bos", "warning"), ("pad", "warning")):
+def _special_tokens(ckpt: Checkpoint, tok_size: int | None, obs: Observations) -> None:
+    folder = tokenizer_folder(ckpt)
+    declared = (config_declared(ckpt.config_source, ckpt.config)
+                + config_declared("generation_config.json", ckpt.generation_config)
+                + (tokenizer_declared(folder) if folder else []))
+    sources: dict[str, dict[str, list[int]]] = {"eos": {}, "bos": {}, "pad": {}}
+    labels: dict[tuple[str, str], str] = {}
+    for d in declared:
+        if d.ids:
+            sources[d.role][d.source] = d.ids
+            if d.text:
+                labels[d.role, d.source] = d.text
+        elif d.text is not None and tok_size:
+            obs.find("config.special_token_unknown", "warning", f"{d.role}_token {d.text!r} in {d.source} is not "
+                     "in the tokenizer's vocabulary or added tokens", d.source, d.text)
+    _eos(sources["eos"], labels, obs)
+    for kind in ("bos", "pad"):
         found = sources[kind]
         if len(found) < 2:
             continue
         names = list(found)
-        disjoint = any(not (found[a] & found[b]) for i, a in enumerate(names) for b in names[i + 1:])
-        if kind == "eos":
-            obs.fact("model.eos_mismatch", disjoint, SOURCE, ", ".join(names))
-        elif kind in ("bos", "pad"):
-            obs.fact(f"model.{kind}_mismatch", disjoint, SOURCE, ", ".join(names))
+        disjoint = any(not set(found[a]) & set(found[b]) for i, a in enumerate(names) for b in names[i + 1:])
+        obs.fact({"bos": "model.bos_mismatch", "pad": "model.pad_mismatch"}[kind], disjoint, SOURCE, ", ".join(names))
         if disjoint:
-            detail = ", ".join(f"{n}={sorted(ids)}" + (f" ({labels[kind + ':' + n]!r})" if kind + ":" + n in labels
-                                                       else "") for n, ids in found.items())
-            why = " -- generation stops only on the ids of the file the serving stack reads, so text runs on" \
-                if kind == "eos" else ""
-            obs.find(f"config.{kind}_mismatch", severity, f"{kind}_token_id disagrees: {detail}{why}",
+            obs.find(f"config.{kind}_mismatch", "warning", f"{kind}_token_id disagrees: {_listing(found, kind, labels)}",
                      "generation_config.json" if "generation_config.json" in found else names[-1],
                      {n: sorted(ids) for n, ids in found.items()})
-    eos = set().union(*sources["eos"].values()) if sources["eos"] else set()
-    pad = next(iter(sources["pad"].values()), set())
+    eos = {i for ids in sources["eos"].values() for i in ids}
+    pad = set(next(iter(sources["pad"].values()), []))
     if pad and eos:
         is_eos = bool(pad & eos)
         obs.fact("model.pad_is_eos", is_eos, SOURCE, ", ".join(sources["pad"]))
@@ -305,21 +254,29 @@ def _special_tokens(ckpt: Checkpoint, tok: dict, obs: Observations) -> None:
             obs.find("config.pad_is_eos", "warning", f"pad token is the EOS token (id {sorted(pad & eos)[0]}): "
                      "collators that set pad labels to -100 also mask every EOS, and the model never learns to stop",
                      next(iter(sources["pad"])), sorted(pad & eos)[0])
-    _chat_template_end(tok, sources["eos"], obs)
 
 
-def _chat_template_end(tok: dict, eos_sources: dict[str, set[int]], obs: Observations) -> None:
-    """An end-of-turn token the chat template emits but no generation file stops on (Llama-3 <|eot_id|>)."""
-    template, vocab = tok["chat_template"], tok["vocab"]
-    if not template or not eos_sources:
+def _listing(found: dict[str, list[int]], kind: str, labels: dict) -> str:
+    return ", ".join(f"{n}={sorted(ids)}" + (f" ({labels[kind, n]!r})" if (kind, n) in labels else "")
+                     for n, ids in found.items())
+
+
+def _eos(found: dict[str, list[int]], labels: dict, obs: Observations) -> None:
+    """The one EOS check: every end token a file names (the chat template's end-of-turn marker
+    included, e.g. Llama 3's <|eot_id|>) must be one that generation stops on."""
+    if len(found) < 2:
         return
-    stop = eos_sources.get("generation_config.json") or set().union(*eos_sources.values())
-    for text, tid in vocab.items():
-        if isinstance(text, str) and re.fullmatch(r"<\|?(eot_id|im_end|end_of_turn|end|eot)\|?>|<end_of_turn>", text) \
-                and text in template and tid not in stop:
-            obs.find("config.eot_not_eos", "warning", f"the chat template ends turns with {text!r} (id {tid}), which is "
-                     f"not among the EOS ids {sorted(stop)}: generation runs past the end of the answer",
-                     "tokenizer_config.json", tid)
+    missing, stops = eos_not_stopped(found)
+    obs.fact("model.eos_mismatch", bool(missing), SOURCE, ", ".join(found))
+    if not missing:
+        return
+    only_template = all(i in found.get("chat_template", ()) for i in missing)
+    stop_text = (f"generation stops only on {stops}" if stops else "no config names the EOS to stop on")
+    obs.find("config.eos_mismatch", "warning" if only_template else "error",
+             f"eos_token_id disagrees: {_listing(found, 'eos', labels)} -- {stop_text}, so text that ends with "
+             f"{missing} runs on (list every end token in generation_config.json eos_token_id)",
+             "generation_config.json" if "generation_config.json" in found else list(found)[-1],
+             {n: sorted(ids) for n, ids in found.items()})
 
 
 def embedding_rows(ckpt: Checkpoint) -> tuple[str, int] | None:
@@ -332,7 +289,7 @@ def embedding_rows(ckpt: Checkpoint) -> tuple[str, int] | None:
     return None
 
 
-def _vocab(ckpt: Checkpoint, tok: dict, obs: Observations) -> None:
+def _vocab(ckpt: Checkpoint, size: int | None, obs: Observations) -> None:
     if not ckpt.weight_files:
         return
     emb = embedding_rows(ckpt)
@@ -346,14 +303,12 @@ def _vocab(ckpt: Checkpoint, tok: dict, obs: Observations) -> None:
         obs.find("config.vocab_size_rows", "error", f"config vocab_size {cfg_vocab} but the embedding has {rows} rows: "
                  "the weights do not match the config (resize_token_embeddings not saved?)", where,
                  {"vocab_size": cfg_vocab, "rows": rows})
-    specials = {f"{name}:{k}_token_id": i for name, data in ((ckpt.config_source, ckpt.config or {}),
-                ("generation_config.json", ckpt.generation_config or {}))
-                for k in ("eos", "bos", "pad") for i in _ids(data.get(f"{k}_token_id"))}
+    specials = {f"{d.source}:{d.role}_token_id": i for d in config_declared(ckpt.config_source, ckpt.config)
+                + config_declared("generation_config.json", ckpt.generation_config) for i in d.ids}
     out = {k: i for k, i in specials.items() if i >= rows}
     if out:
         obs.find("config.special_id_out_of_range", "error", "special token ids beyond the embedding's "
                  f"{rows} rows: " + ", ".join(f"{k}={i}" for k, i in out.items()), where, out)
-    size = tok["size"]
     if size is None:
         if out:
             obs.fact("model.vocab_mismatch", True, SOURCE, where)

@@ -28,9 +28,16 @@ from typing import Any, Iterator
 from ..loaders.checkpoint import Checkpoint, load_training_file, open_checkpoint
 from ..loaders.tensors import is_optimizer_state
 from ..observations import Observations
-from . import ProbeContext
+from .context import ProbeContext
 
 SOURCE = "probe:optimizer"
+# Every fact this family can publish (kb lint checks them against the rules' facts).
+PUBLISHES = (
+    "optimizer.beta1", "optimizer.beta2", "optimizer.eps", "optimizer.lr", "optimizer.weight_decay",
+    "optimizer.step", "optimizer.step_mismatch", "optimizer.nonfinite", "optimizer.exp_avg_sq_max",
+    "optimizer.exp_avg_sq_l1", "optimizer.eps_dominated_fraction", "optimizer.loss_scale",
+    "optimizer.warmup_steps", "optimizer.near_warmup_end",
+)
 EPS_WARN = 0.5             # heuristic: half of the moments below eps
 NEAR_WARMUP = (0.9, 3.0)   # step / warmup_end; seed 002: glitches at 1-1.2x, grad variance settles by ~3x
 MAX_LISTED = 10
@@ -80,7 +87,7 @@ def _num(v: Any) -> float | None:
 def read_step(ckpt: Checkpoint) -> tuple[int | None, str]:
     """Optimizer step count (first state's ``step``), for probes that need the training progress."""
     for f in ckpt.optimizer_files:
-        obj = load_training_file(ckpt, f)
+        obj, _ = load_training_file(f)
         for where, state in walk(obj):
             step = _num(state.get("step"))
             if step is not None:
@@ -91,15 +98,13 @@ def read_step(ckpt: Checkpoint) -> tuple[int | None, str]:
 def probe(ckpt: Checkpoint, obs: Observations) -> None:
     step = None
     for f in ckpt.optimizer_files:
-        before = len(ckpt.unreadable)
-        obj = load_training_file(ckpt, f)
+        obj, why = load_training_file(f)
         if obj is None:
-            why = ckpt.unreadable[before][1] if len(ckpt.unreadable) > before else "unreadable"
             obs.find("optimizer.unreadable", "warning", f"optimizer state not read: {why}", ckpt.rel(f))
             continue
         step = _states(ckpt, f, obj, obs) or step
         _loss_scale(ckpt.rel(f), obj, obs)
-    if "scaler_file" in ckpt.extra and (obj := load_training_file(ckpt, ckpt.extra["scaler_file"])) is not None:
+    if "scaler_file" in ckpt.extra and (obj := load_training_file(ckpt.extra["scaler_file"])[0]) is not None:
         _loss_scale(ckpt.rel(ckpt.extra["scaler_file"]), {"grad_scaler": obj}, obs)
     _schedule(ckpt, step, obs)
 
@@ -237,7 +242,7 @@ def _loss_scale(where: str, obj: Any, obs: Observations, depth: int = 0) -> bool
 def _schedule(ckpt: Checkpoint, step: int | None, obs: Observations) -> None:
     """Where the run stands in its LR schedule; is it at or just after the end of warmup?"""
     warmup, peak, where, cur = None, None, "", step
-    sched = load_training_file(ckpt, ckpt.scheduler_file) if ckpt.scheduler_file else None
+    sched = load_training_file(ckpt.scheduler_file)[0] if ckpt.scheduler_file else None
     base = None
     if isinstance(sched, dict):
         base = max((b for b in sched.get("base_lrs") or [] if isinstance(b, (int, float))), default=None)

@@ -29,11 +29,21 @@ from dataclasses import dataclass
 
 from ..loaders.checkpoint import Checkpoint, iter_weights, open_checkpoint
 from ..observations import Observations
-from . import ProbeContext
+from .context import ProbeContext
 from .config import pick, run_dtype
 from .weights_export import ExportAudit
 
 SOURCE = "probe:weights"
+# Every fact this family can publish (kb lint checks them against the rules' facts).
+PUBLISHES = (
+    "weights.nonfinite", "weights.nonfinite_tensors", "weights.fp16_overflow", "weights.max_abs",
+    "weights.zero_tensors", "model.has_embed_layernorm", "weights.layernorm_gain_off",
+    "weights.init_std", "weights.init_std_ratio", "weights.early_checkpoint",
+    "weights.output_std_ratio", "weights.output_layers_scaled",
+    # weights_export.py: is the saved model the trained model?
+    "weights.empty_tensors", "weights.tie_broken", "weights.untrained_token_rows", "weights.lora_saves_embeddings",
+    "weights.lora_target_count", "export.only_adapter_files",
+)
 FP16_MAX = 65504.0
 EARLY_STEPS = 1000        # heuristic: init statistics still hold this close to step 0
 GAIN_DRIFT_EARLY = 0.1    # mean |g - 1| of norm gains still "at init"
@@ -122,7 +132,7 @@ def run(ctx: ProbeContext) -> Observations:
         ckpt = open_checkpoint(art.path)
         if ckpt.weight_files:
             export = ExportAudit()
-            audit(ckpt, stream(ckpt, ctx.options.get("progress"), export), obs)
+            audit(ckpt, stream(ckpt, ctx.progress, export), obs)
             export.report(ckpt, obs)
     return obs
 
@@ -131,7 +141,7 @@ def stream(ckpt: Checkpoint, progress=None, export: ExportAudit | None = None) -
     """Per-tensor numbers for every weight, one tensor in memory at a time (each tensor is also
     shown to ``export``, the saved-model audit, when given).
 
-    ``progress(done_bytes, total_bytes, name)``, when given (``ProbeContext.options["progress"]``),
+    ``progress(done_bytes, total_bytes, name)``, when given (``ProbeContext.progress``),
     is called after each tensor so a terminal can draw a bar over large checkpoints.
     """
     total = sum(f.stat().st_size for f in ckpt.weight_files)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import click
 
 from ..diagnosis import Diagnosis, RankedCause
+from .timeline import timeline_lines
 
 STATUS_COLOUR = {"confirmed": "red", "likely": "yellow", "possible": "white", "ruled-out": "bright_black"}
 SEVERITY_COLOUR = {"error": "red", "warning": "yellow", "info": "bright_black"}
@@ -35,9 +36,7 @@ def render(diag: Diagnosis, top: int = 5, fixes_per_cause: int = 2) -> str:
             sev = click.style(f"{f.severity:<7}", fg=SEVERITY_COLOUR[f.severity])
             lines.append(f"  {sev} {f.where:<{width}}  {f.id}  {f.message}")
         lines.append("")
-    for block in diag.attachments.values():
-        if isinstance(block, dict) and block.get("timeline"):
-            lines += [f"  {row}" for row in block["timeline"]] + [""]
+    lines += [f"  {row}" if row else row for row in timeline_lines(diag.attachments)]
     for s in diag.symptoms[:3]:
         how = "match" if diag.query else "evidence"
         lines.append(click.style(f"Symptom: {s.id}", bold=True) + f"  {s.title}  ({how} {s.score:.2f})")
@@ -59,7 +58,7 @@ def render(diag: Diagnosis, top: int = 5, fixes_per_cause: int = 2) -> str:
         lines.append("")
     if shown:
         lines.append(f"More: llmfix kb show {shown[0].id}")
-    elif diag.artifacts and not diag.symptoms:
+    elif diag.artifacts and not diag.symptoms and not diag.problem_found:
         lines.append(click.style("Nothing wrong found in these artifacts.", fg="green")
                      + ' If training still misbehaves, describe it: llmfix ask "..." --probe PATH')
     return "\n".join(lines).rstrip() + "\n"

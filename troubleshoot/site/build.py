@@ -21,6 +21,7 @@ import re
 import shutil
 import socketserver
 import sys
+import signal
 import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+import yaml
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from .. import __version__
@@ -37,13 +39,14 @@ from ..knowledge.expr import Expr, ExprError, split_template
 from ..knowledge.model import Cause, Fix, KnowledgeBase
 from . import export
 from .markup import Markdown, slug, source_anchor, source_html
-from .svg import decision_tree
+from .svg import decision_tree, tree_model
 
 HERE = Path(__file__).resolve().parent
 MARKER = ".llmfix-site"
 GENERATED = ("index.html", "facts.html", "sources.html", "symptoms", "causes", "fixes", "articles",
              "data", "static")
 SEED = re.compile(r"\b\d{3}_[0-9a-f]{16}\.txt\b")
+CONFIG = HERE / "site.yaml"
 
 
 class SiteError(LlmfixError, click.ClickException):
@@ -156,10 +159,29 @@ def template_facts(steps: list[str]) -> list[str]:
     return list(names)
 
 
+def site_config() -> dict:
+    """site.yaml: how often people hit each symptom, and example values for the calculator inputs."""
+    return yaml.safe_load(CONFIG.read_text(encoding="utf-8"))
+
+
+def by_frequency(kb: KnowledgeBase, order: list[str]) -> list:
+    """Symptoms, the ones people hit most often first (site.yaml); those it does not list after them, by id."""
+    rank = {sid: i for i, sid in enumerate(order)}
+    return sorted(kb.symptoms.values(), key=lambda s: (rank.get(s.id, len(rank)), s.id))
+
+
+def example_value(name: str, spec: dict, examples: dict[str, str]) -> str:
+    """The placeholder of a calculator input: the fact's own example, else its unit."""
+    if name in examples:
+        return f"e.g. {examples[name]}"
+    return f"a number ({spec['unit']})" if spec["type"] == "number" and spec["unit"] else spec["type"]
+
+
 # --------------------------------------------------------------------------- the site
 class Site:
     def __init__(self, kb: KnowledgeBase) -> None:
         self.kb = kb
+        self.config = site_config()
         self.urls = page_urls(kb)
         self.md = Markdown(self.urls.get)
         self.cited = citations(kb)
@@ -200,7 +222,8 @@ class Site:
 
         articles = [a for a in kb.articles.values() if a.id not in kb.symptoms]
         self.render(out, "index.html", "index.html", page_kind="home", lessons=seed_lessons(kb),
-                    articles=articles, sources=self.cited)
+                    articles=articles, sources=self.cited,
+                    symptoms=by_frequency(kb, self.config["symptom_order"]))
         for symptom in kb.symptoms.values():
             self._symptom(out, symptom)
         for cause in kb.causes.values():
@@ -237,12 +260,13 @@ class Site:
         bearing = {c.fact: [(cause, ev) for cause in symptom.causes for ev in cause.evidence
                             if c.fact in ev.when.facts] for c in checks}
         fixes = {fid: kb.fixes[fid] for c in symptom.causes for fid in c.fixes if fid in kb.fixes}
+        model = tree_model(kb, symptom, order, "../")
         article = kb.articles.get(symptom.id)
         self.render(out, rel, "symptom.html", page_kind="symptom", s=symptom, checks=checks,
                     bearing=bearing, script=script, fixes=list(fixes.values()),
                     calc=self._calc_facts(list(fixes.values()), skip={c.fact for c in symptom.checks}),
                     ranking=rank(State(kb, {symptom.id: 1.0})),
-                    tree=decision_tree(kb, symptom, order, "../", self.urls),
+                    tree=decision_tree(model, "../", self.urls), model=model,
                     article=self.md.article(article.body, "../") if article else None,
                     toc=[(s, slug(s)) for s in article.sections] if article else [])
 
@@ -256,7 +280,11 @@ class Site:
 
     def _calc_facts(self, fixes: list[Fix], skip: set[str] = frozenset()) -> list[dict]:
         names = template_facts([step for fix in fixes for step in fix.steps])
-        return [{"name": n, **export.fact_spec(self.kb, n)} for n in names if n not in skip]
+        rows = [{"name": n, **export.fact_spec(self.kb, n)} for n in names if n not in skip]
+        for row in rows:
+            row["label"] = (row["description"] or row["name"]).rstrip(".")
+            row["placeholder"] = example_value(row["name"], row, self.config["examples"])
+        return rows
 
     def _fact_rows(self) -> list[dict]:
         kb, rows = self.kb, []
@@ -303,8 +331,14 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
         sys.stderr.write(f"  {self.command} {self.path} {args[1] if len(args) > 1 else ''}\n")
 
 
+def _exit_on_signal(signum: int, _frame) -> None:
+    raise SystemExit(128 + signum)
+
+
 def serve(kb: KnowledgeBase, port: int, directory: str | None = None) -> None:
     """Serve ``directory`` (or a fresh build in a temporary folder) on http://127.0.0.1:port only."""
+    signal.signal(signal.SIGTERM, _exit_on_signal)  # so the temporary build below is removed
+    signal.signal(signal.SIGHUP, _exit_on_signal)
     with tempfile.TemporaryDirectory(prefix="llmfix-site-") as tmp:
         if directory is None:
             root = Path(tmp) / "site"

@@ -1,0 +1,24 @@
+CUDA_VISIBLE_DEVICES=0 python src/train_bash.py \
+--stage ppo \
+--model_name_or_path /home/ai/nlp/models/QWen-7B \
+--do_train \
+--dataset ad_imitation6,ad_imitation7 \
+--template default \
+--finetuning_type lora \
+--lora_target q_proj,v_proj \
+--resume_lora_training False \
+--checkpoint_dir path_to_sft_checkpoint_202308221300 \
+--reward_model path_to_rm_checkpoint_202308221300 \
+--output_dir path_to_ppo_checkpoint_202308221300 \
+--per_device_train_batch_size 1 \
+--gradient_accumulation_steps 1 \
+--max_source_length 512 \
+--max_target_length 256 \
+--lr_scheduler_type cosine \
+--logging_steps 10 \
+--save_steps 1000 \
+--learning_rate 1e-5 \
+--num_train_epochs 3.0 \
+--lora_target c_attn \
+--plot_loss \
+--fp16

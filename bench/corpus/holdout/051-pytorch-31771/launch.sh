@@ -1,0 +1,1 @@
+python -m torch.distributed.launch --nproc_per_node=1 test.py

@@ -1,0 +1,2 @@
+model.enable_input_require_grads()
+model.gradient_checkpointing_enable()

@@ -1,0 +1,3 @@
+bash train.sh
+bash evaluate.sh
+bash web_demo.sh

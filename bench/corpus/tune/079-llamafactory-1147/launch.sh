@@ -1,0 +1,20 @@
+CUDA_VISIBLE_DEVICES=4 python src/train_bash.py \
+--model_name_or_path /home/Fanrw/Langchain_Chatglm/LLM_model/chatglm2-6b \
+--stage sft \
+--do_train \
+--dataset xuesheng_train \
+--dataset_dir ./data/ \
+--finetuning_type lora \
+--lora_target query_key_value \
+--output_dir ./output_qlora \
+--overwrite_cache \
+--per_device_train_batch_size 4 \
+--gradient_accumulation_steps 4 \
+--lr_scheduler_type cosine \
+--logging_steps 10 \
+--save_steps 1000 \
+--learning_rate 1e-3 \
+--num_train_epochs 30.0 \
+--plot_loss --fp16 \
+--template chatglm2 \
+--quantization_bit 4

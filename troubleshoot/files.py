@@ -1,0 +1,52 @@
+"""Opening user files safely: regular files only, read with a byte budget.
+
+A FIFO named ``config.json`` blocks ``open()`` forever and a symlink to ``/dev/zero`` never ends,
+so every file llmfix reads whole goes through ``read_bytes``: it refuses anything that is not a
+regular file (after following symlinks) and anything larger than the caller's limit, with the
+reason in one line (docs/resource-policy.md).
+"""
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from .errors import ArtifactError
+
+
+def regular_file(path: str | Path) -> os.stat_result:
+    """``stat`` of a regular file, or ArtifactError saying what the path is instead."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise ArtifactError(path, "no such file (or a dangling symlink)") from None
+    except OSError as err:
+        raise ArtifactError(path, f"cannot read: {err.strerror or err}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise ArtifactError(path, "is a directory, expected a file")
+    if not stat.S_ISREG(st.st_mode):
+        raise ArtifactError(path, "not a regular file (a pipe, device or socket); llmfix reads regular files only")
+    return st
+
+
+def read_bytes(path: str | Path, limit: int) -> bytes:
+    """The whole file, when it is a regular file of at most ``limit`` bytes."""
+    st = regular_file(path)
+    if st.st_size > limit:
+        raise ArtifactError(path, f"too large to read whole ({st.st_size:,} bytes; the limit is {limit:,})")
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(limit + 1)
+    except OSError as err:
+        raise ArtifactError(path, f"cannot read: {err.strerror or err}") from None
+    if len(data) > limit:  # grew while we read it
+        raise ArtifactError(path, f"too large to read whole (over {limit:,} bytes)")
+    return data
+
+
+def read_text(path: str | Path, limit: int) -> str:
+    """``read_bytes`` decoded as UTF-8 (a BOM is dropped); ArtifactError when it is not UTF-8."""
+    try:
+        return read_bytes(path, limit).decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise ArtifactError(path, f"not UTF-8 text (byte {err.start})") from None
