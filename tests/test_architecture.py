@@ -97,7 +97,8 @@ def test_probes_and_loaders_never_import_report_or_cli():
     assert not bad, bad
 
 
-HELPERS = {"data.batch": ("data/labels.py", "data/text.py"), "forward.gradflow": ("forward/nonfinite.py",)}
+HELPERS = {"data.batch": ("data/labels.py", "data/text.py"), "forward.gradflow": ("forward/nonfinite.py",),
+           "config": ("config_router.py",), "weights": ("weights_export.py",)}
 
 
 def _fact_literals(family_module: str, facts: set[str]) -> set[str]:

@@ -5,7 +5,7 @@ SCHEMA = "llmfix/diagnosis-v1"
 SYMPTOM_IDS = (
     "nan-loss", "fp16-overflow", "loss-spike", "loss-plateau", "repetition", "forgetting", "eval-oom",
     "bad-init", "mask-error", "no-grad-flow", "tp-mismatch", "data-artifacts", "system-failure",
-    "position-encoding",
+    "position-encoding", "zero-loss", "preference-divergence", "moe-routing", "save-export",
 )
 
 CAUSE_IDS = (
@@ -25,6 +25,22 @@ CAUSE_IDS = (
     "no-grad-flow.frozen-params", "no-grad-flow.dead-layers",
     "tp-mismatch.qkv-layout",
     "data-artifacts.escape-characters",
+    # issue 15: shared with the corpus helper, who labels real threads with them
+    "zero-loss.all-labels-masked", "zero-loss.attention-kernel", "zero-loss.fp16-kernel-overflow",
+    "zero-loss.loss-reduction",
+    "preference-divergence.likelihood-displacement", "preference-divergence.reference-mismatch",
+    "preference-divergence.lr-too-high", "preference-divergence.beta-mistuned",
+    "preference-divergence.reward-hacking", "preference-divergence.kl-instability",
+    "preference-divergence.template-mismatch",
+    "moe-routing.aux-loss-off", "moe-routing.no-router-z-loss", "moe-routing.capacity-dropping",
+    "moe-routing.expert-parallel-bug", "moe-routing.router-precision",
+    "save-export.zero3-empty-save", "save-export.rank0-only-save", "save-export.lora-merge-4bit",
+    "save-export.conversion-rope-permute", "save-export.tied-embeddings-broken",
+    "save-export.new-tokens-not-saved", "save-export.fsdp-sharded-state-dict",
+    "no-grad-flow.ddp-gradient-checkpointing", "loss-plateau.fsdp-mixed-precision",
+    "loss-plateau.pure-bf16-lost-updates", "nan-loss.untrained-special-tokens", "repetition.new-token-init",
+    "nan-loss.framework-regression", "nan-loss.unchecked-bf16-nan", "loss-spike.fp8-divergence",
+    "loss-spike.no-grad-clipping", "data-artifacts.sampler-epoch-not-set",
 )
 
 ARTICLE_SECTIONS = (

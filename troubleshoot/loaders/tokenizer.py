@@ -205,6 +205,22 @@ def chat_template(folder: Path, tok_config: dict | None = None) -> str:
     return template if isinstance(template, str) else ""
 
 
+def added_tokens(folder: str | Path) -> dict[int, tuple[str, bool]]:
+    """id -> (content, special) of the tokens added on top of the base vocabulary (tokenizer.json
+    ``added_tokens``, tokenizer_config.json ``added_tokens_decoder``): chat markers, reserved and
+    user-added tokens. Their embedding rows are the ones a base model may never have trained."""
+    folder = Path(folder)
+    out: dict[int, tuple[str, bool]] = {}
+    for entry in (_read_json(folder / "tokenizer.json") or {}).get("added_tokens") or []:
+        if isinstance(entry, dict) and isinstance(entry.get("id"), int) and isinstance(entry.get("content"), str):
+            out[entry["id"]] = (entry["content"], bool(entry.get("special")))
+    decoder = (_read_json(folder / "tokenizer_config.json") or {}).get("added_tokens_decoder") or {}
+    for key, entry in decoder.items() if isinstance(decoder, dict) else ():
+        if str(key).isdigit() and isinstance(entry, dict) and isinstance(entry.get("content"), str):
+            out.setdefault(int(key), (entry["content"], bool(entry.get("special"))))
+    return out
+
+
 def embedding_rows(folder: str | Path) -> int | None:
     """Rows of the input embedding, from safetensors headers only (no tensor data is read)."""
     folder = Path(folder)

@@ -33,6 +33,7 @@ from typing import Any
 from ..loaders.checkpoint import Checkpoint, open_checkpoint, weight_shapes
 from ..loaders.tokenizer import config_declared, eos_not_stopped, tokenizer_declared, vocab_sizes
 from ..observations import Observations
+from .config_router import router_facts, router_finding
 from .context import ProbeContext
 
 SOURCE = "probe:config"
@@ -44,6 +45,10 @@ PUBLISHES = (
     "model.qk_layernorm", "model.rope_scaling", "model.has_embed_layernorm", "model.eos_mismatch",
     "model.bos_mismatch", "model.pad_mismatch", "model.pad_is_eos", "model.embedding_rows",
     "model.tokenizer_size", "model.vocab_mismatch",
+    # config_router
+    "model.moe.num_experts", "model.moe.top_k", "model.moe.router_aux_loss_coef", "model.moe.router_z_loss_coef",
+    "model.moe.capacity_factor", "model.moe.output_router_logits", "model.attn_implementation",
+    "model.attn_softcapping",
 )
 ALIASES = {  # HF names first, then GPT-2 / T5 / Megatron spellings
     "hidden_size": ("hidden_size", "n_embd", "d_model", "dim", "model_dim"),
@@ -129,6 +134,7 @@ def probe_config(ckpt: Checkpoint, obs: Observations) -> None:
             obs.find("config.fp16", "info", "the run is fp16: it needs dynamic loss scaling, and values above 65504 "
                      "overflow (BLOOM-176B moved to bf16)", where, dtype)
     _norm_and_attention(cfg, where, obs)
+    _router(cfg, where, obs)
     if "rope_scaling" in cfg:
         obs.fact("model.rope_scaling", bool(cfg["rope_scaling"]), SOURCE, where)
     if cfg.get("embed_layernorm") is not None or cfg.get("model_type") == "bloom":
@@ -137,6 +143,17 @@ def probe_config(ckpt: Checkpoint, obs: Observations) -> None:
     tok_size = vocab_sizes(folder).get("tokenizer") if folder else None
     _special_tokens(ckpt, tok_size, obs)
     _vocab(ckpt, tok_size, obs)
+
+
+def _router(cfg: dict, where: str, obs: Observations) -> None:
+    """MoE router settings and the attention kernel (config_router)."""
+    facts = router_facts(cfg)
+    for name, value in facts.items():
+        obs.fact(name, value, SOURCE, where)
+    found = router_finding(facts)
+    if found:
+        obs.find("config.moe_router", found[0], found[1], where,
+                 {k.removeprefix("model.moe."): v for k, v in facts.items() if k.startswith("model.moe.")})
 
 
 def _shape(cfg: dict, h: Any, n_layers: Any, where: str, obs: Observations) -> None:

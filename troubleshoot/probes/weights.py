@@ -34,6 +34,7 @@ from ..loaders.checkpoint import Checkpoint, iter_weights, open_checkpoint
 from ..observations import Observations
 from .config import pick, run_dtype
 from .context import ProbeContext
+from .weights_export import ExportAudit
 
 SOURCE = "probe:weights"
 # Every fact this family can publish (kb lint checks them against the rules' facts).
@@ -42,6 +43,9 @@ PUBLISHES = (
     "weights.zero_tensors", "model.has_embed_layernorm", "weights.layernorm_gain_off",
     "weights.init_std", "weights.init_std_ratio", "weights.hidden_std", "weights.early_checkpoint",
     "weights.output_std_ratio", "weights.output_layers_scaled",
+    # weights_export.py: is the saved model the trained model?
+    "weights.empty_tensors", "weights.tie_broken", "weights.untrained_token_rows", "weights.lora_saves_embeddings",
+    "weights.lora_target_count", "export.only_adapter_files",
 )
 FP16_MAX = 65504.0
 EARLY_STEPS = 1000        # heuristic: init statistics still hold this close to step 0
@@ -130,12 +134,15 @@ def run(ctx: ProbeContext) -> Observations:
     for art in ctx.of_kind("hf-checkpoint", "megatron-checkpoint", "state-dict"):
         ckpt = open_checkpoint(art.path)
         if ckpt.weight_files:
-            audit(ckpt, stream(ckpt, ctx.progress), obs)
+            export = ExportAudit()
+            audit(ckpt, stream(ckpt, ctx.progress, export), obs)
+            export.report(ckpt, obs)
     return obs
 
 
-def stream(ckpt: Checkpoint, progress=None) -> list[Stat]:
-    """Per-tensor numbers for every weight, one tensor in memory at a time.
+def stream(ckpt: Checkpoint, progress=None, export: ExportAudit | None = None) -> list[Stat]:
+    """Per-tensor numbers for every weight, one tensor in memory at a time (each tensor is also
+    shown to ``export``, the saved-model audit, when given).
 
     ``progress(done_bytes, total_bytes, name)``, when given (``ProbeContext.progress``),
     is called after each tensor so a terminal can draw a bar over large checkpoints.
@@ -144,6 +151,8 @@ def stream(ckpt: Checkpoint, progress=None) -> list[Stat]:
     done, stats = 0, []
     for f, name, t in iter_weights(ckpt):
         s = tensor_stat(t, ckpt.rel(f), name)
+        if export is not None:
+            export.see(ckpt.rel(f), name, t)
         if s is not None:
             stats.append(s)
         if progress is not None:

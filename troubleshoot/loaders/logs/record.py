@@ -28,6 +28,7 @@ class Record:
     batch: float | None = None     # global batch size (to normalise the time)
     line: int = 0
     text: str = ""
+    prefs: dict | None = None      # preference / RL metrics by canonical name (PREFERENCE_KEYS)
 
 
 def to_float(text: str | None) -> float | None:
@@ -81,14 +82,47 @@ def metric_slot(key: str) -> str | None:
     return _SLOTS.get(k)
 
 
+# Preference and RL trainers (TRL and the frameworks built on it) log these; canonical name -> keys
+# (lower case, after a 'train/' prefix is cut). probes/logs/preference.py reads what they show.
+PREFERENCE_KEYS = {
+    "chosen": ("rewards/chosen",),
+    "rejected": ("rewards/rejected",),
+    "margins": ("rewards/margins",),
+    "accuracies": ("rewards/accuracies",),
+    "logps_chosen": ("logps/chosen",),
+    "logps_rejected": ("logps/rejected",),
+    "kl": ("kl", "objective/kl", "ppo/mean_kl"),
+    "clipfrac": ("clip_ratio", "clip_ratio/region_mean", "policy/clipfrac_avg", "ppo/policy/clipfrac", "clipfrac"),
+    "length": ("completions/mean_length", "completion_length", "response_length", "ppo/mean_response_length"),
+}
+_PREFERENCE_SLOT = {key: name for name, keys in PREFERENCE_KEYS.items() for key in keys}
+
+
+def preference_metrics(d: dict) -> dict[str, float]:
+    """The preference metrics of one logged dict by canonical name; evaluation entries left out."""
+    out: dict[str, float] = {}
+    for key, value in d.items():
+        k = str(key).strip().lower()
+        if k.startswith(("eval_", "eval/", "test_")):
+            continue
+        name = _PREFERENCE_SLOT.get(k.removeprefix("train/"))
+        if name and name not in out:
+            v = to_float(value) if isinstance(value, str) else value
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                out[name] = float(v)
+    return out
+
+
 def record_from_dict(d: dict, line: int, counter: int) -> Record | None:
-    """A train or val Record from one metrics dict; None when it holds neither loss."""
+    """A train or val Record from one metrics dict; None when it holds neither loss nor a
+    preference metric."""
     vals: dict[str, object] = {}
     for k, v in d.items():
         slot = metric_slot(str(k))
         if slot and slot not in vals:
             vals[slot] = v
-    if "train_runtime" in d or ("loss" not in vals and "val_loss" not in vals):
+    prefs = preference_metrics(d) or None
+    if "train_runtime" in d or ("loss" not in vals and "val_loss" not in vals and not prefs):
         return None  # end-of-training summaries repeat an average loss
     step = to_int(str(vals["step"])) if "step" in vals else counter
 
@@ -98,10 +132,10 @@ def record_from_dict(d: dict, line: int, counter: int) -> Record | None:
             return float(v)
         return to_float(v) if isinstance(v, str) else None
 
-    if "loss" not in vals:
+    if "loss" not in vals and not prefs:
         return Record("val", step, val_loss=f("val_loss"), line=line)
     skipped, nan_count = f("skipped"), f("nan_count")
     return Record("train", step, f("loss"), f("lr"), f("grad_norm"), f("loss_scale"),
                   int(skipped) if skipped is not None and math.isfinite(skipped) else None,
                   int(nan_count) if nan_count is not None and math.isfinite(nan_count) else None,
-                  f("val_loss"), line=line)
+                  f("val_loss"), line=line, prefs=prefs)

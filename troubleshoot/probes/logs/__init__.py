@@ -35,6 +35,7 @@ from ...loaders.logs import FOLDER, find_logs_in, formats
 from ...observations import Observations, Timeline
 from ..context import ProbeContext
 from .findings import findings
+from .preference import judge
 from .reading import Reading, is_blip, linked_explosion, loss_scale_severity, near_warmup, read, skip_stats, warmup_end
 from .stats import median
 from .summary import analyse
@@ -50,6 +51,13 @@ PUBLISHES = (
     "logs.loss_scale_min", "logs.early_warning", "logs.instability_onset", "logs.skip_range",
     "logs.spike_after_warmup", "logs.rollback_iteration", "logs.grad_norm_lead",
     "logs.checkpoint_interval", "logs.eval_loss_rising", "logs.oom_phase", "logs.system_error",
+    # zeroloss.py: a logged loss of exactly 0
+    "logs.loss_zero", "logs.loss_zero_grad_nan", "logs.loss_zero_from_start",
+    # preference.py: TRL-style preference / RL metrics
+    "logs.pref.rewards_both_falling", "logs.pref.chosen_logps_falling", "logs.pref.margin_runaway",
+    "logs.pref.loss_collapsed", "logs.pref.loss_stuck", "logs.pref.initial_rewards_nonzero",
+    "logs.pref.accuracy_final", "logs.pref.kl_negative", "logs.pref.kl_exploding", "logs.pref.clipfrac_high",
+    "logs.pref.length_growing",
 )
 RANK = {"error": 2, "warning": 1}  # severity of a log's main instability: the worst log gives the facts
 
@@ -76,6 +84,7 @@ def run(ctx: ProbeContext) -> Observations:
     if not readings:
         return obs
     facts(max(readings, key=lambda r: RANK.get(r.main.severity, 0) if r.main else -1), obs)
+    run_kind_facts([rd.summary for rd in readings], obs)
     obs.attachments["logs"] = {"timelines": [timeline(rd) for rd in readings]}
     return obs
 
@@ -131,6 +140,18 @@ def timeline(rd: Reading) -> Timeline:
 
 # ---------------------------------------------------------------------------------------------
 # facts
+
+def run_kind_facts(summaries: list, obs: Observations) -> None:
+    """The zero-loss facts (from the log showing the pattern, else the first with a loss) and the
+    preference facts (from the first log of a preference / RL run)."""
+    with_loss = [s for s in summaries if s.zero.records]
+    zero = next((s for s in with_loss if s.zero.pattern), with_loss[0] if with_loss else None)
+    for name, value in (zero.zero.facts() if zero else {}).items():
+        obs.fact(name, value, SOURCE, zero.path)
+    pref = next((s for s in summaries if s.pref.seen), None)
+    for v in judge(pref.pref) if pref else ():
+        obs.fact(v.fact, v.value, SOURCE, pref.path)
+
 
 def facts(rd: Reading, obs: Observations) -> None:
     """Publish the rules/_facts/logs.yaml facts that this log determines (never guesses)."""

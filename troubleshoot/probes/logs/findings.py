@@ -11,6 +11,7 @@ from ...loaders.logs import formats
 from ...observations import Observations
 from . import trends
 from .detectors import SETTLE_RECORDS, Event
+from .preference import judge
 from .reading import (
     BLIP_RECORDS,
     Reading,
@@ -66,7 +67,20 @@ def findings(rd: Reading, obs: Observations) -> None:
     if rd.main:
         _rollback_findings(rd, obs)
     _trend_findings(rd, obs)
+    _zero_and_preference_findings(s, obs)
     _log_findings(s, obs)
+
+
+def _zero_and_preference_findings(s: Summary, obs: Observations) -> None:
+    """A loss of exactly 0, and what a preference / RL run's own metrics show (preference.py)."""
+    zero = s.zero.message()
+    if zero:
+        obs.find("logs.zero_loss", "error", zero, s.path,
+                 {"zeros": s.zero.zeros, "records": s.zero.records, "grad_nan": s.zero.zeros_grad_nan})
+    for v in judge(s.pref):
+        if v.finding:
+            fid, severity, message = v.finding
+            obs.find(fid, severity, message, s.path)
 
 
 def _summary_findings(s: Summary, obs: Observations) -> None:

@@ -20,8 +20,10 @@ from pathlib import Path
 from ...errors import ArtifactError
 from ...loaders.logs import Record, detect_format, iter_records
 from .detectors import SpikeDetector
+from .preference import PrefTracker
 from .stats import Blocks
 from .trackers import LossScaleTracker, LRTracker
+from .zeroloss import ZeroLossTracker
 
 GAP_FACTOR = 5            # an iteration jump > 5 logging intervals is a gap in the log
 MAX_SAVES, MAX_VALS, MAX_ERRORS = 100_000, 10_000, 20
@@ -66,6 +68,8 @@ class Summary:
     ls: LossScaleTracker = field(default_factory=LossScaleTracker)
     lr: LRTracker = field(default_factory=LRTracker)
     blocks: Blocks = field(default_factory=Blocks)
+    zero: ZeroLossTracker = field(default_factory=ZeroLossTracker)
+    pref: PrefTracker = field(default_factory=PrefTracker)
 
 
 class Analysis:
@@ -152,6 +156,9 @@ class Analysis:
     def _values(self, r: Record, it: int, gap: bool) -> None:
         """Loss, grad norm, loss scale and LR of one placed record into the detectors and blocks."""
         s = self.s
+        s.zero.update(it, r.loss, r.grad_norm)
+        if r.prefs:
+            s.pref.update(it, r.prefs, r.loss)
         # a step skipped for overflow repeats the previous grad norm; 0.000 means "not measured"
         skipped = r.skipped or 0
         scale = r.loss_scale
