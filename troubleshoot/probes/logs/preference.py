@@ -134,6 +134,11 @@ def _g(x: float) -> str:
     return f"{x:.3g}"
 
 
+def _flag(holds: bool, finding: tuple[str, str, str]) -> Verdict:
+    """A verdict whose fact and finding (id, severity, message) share one id; the finding only when it holds."""
+    return Verdict(finding[0], holds, finding if holds else None)
+
+
 def judge(t: PrefTracker) -> list[Verdict]:
     """Every verdict the logged preference metrics support; nothing is guessed for absent metrics."""
     out: list[Verdict] = []
@@ -162,8 +167,7 @@ def _logps(t: PrefTracker) -> list[Verdict]:
         return []
     falling = e[1] < e[0] - max(LOGPS_DROP_NATS, LOGPS_DROP_REL * abs(e[0]))
     msg = f"logps/chosen fell from {_g(e[0])} to {_g(e[1])}: the preferred answers lose probability under the policy"
-    return [Verdict("logs.pref.chosen_logps_falling", falling,
-                    ("logs.pref.chosen_logps_falling", "info", msg) if falling else None)]
+    return [_flag(falling, ("logs.pref.chosen_logps_falling", "info", msg))]
 
 
 def _margins(t: PrefTracker) -> list[Verdict]:
@@ -177,8 +181,7 @@ def _margins(t: PrefTracker) -> list[Verdict]:
     msg = (f"rewards/margins grew from {_g(e[0])} to {_g(e[1])} and still rises"
            + (f", with rewards/accuracies at {acc_end:.2f}" if acc_end is not None else "")
            + ": the policy keeps moving away from the reference (learning rate or beta)")
-    return [Verdict("logs.pref.margin_runaway", runaway,
-                    ("logs.pref.margin_runaway", "warning", msg) if runaway else None)]
+    return [_flag(runaway, ("logs.pref.margin_runaway", "warning", msg))]
 
 
 def _loss(t: PrefTracker) -> list[Verdict]:
@@ -187,13 +190,13 @@ def _loss(t: PrefTracker) -> list[Verdict]:
     quarter, half = t.loss.tail(0.25), t.loss.tail(0.5)
     collapsed = max(quarter) < COLLAPSED_LOSS
     stuck = all(abs(v - LN2) < STUCK_TOLERANCE for v in half)
-    return [Verdict("logs.pref.loss_collapsed", collapsed,
-                   ("logs.pref.loss_collapsed", "warning", (f"the preference loss fell to {_g(quarter[-1])} and "
-                    "stayed below 0.01 for the last quarter of the run: the pairs are separated perfectly, "
-                    "the usual sign of a learning rate or beta that lets the policy run away")) if collapsed else None),
-           Verdict("logs.pref.loss_stuck", stuck,
-                   ("logs.pref.loss_stuck", "warning", (f"the preference loss stays at {_g(half[-1])} (ln 2 = 0.693) "
-                    "for the second half of the run: the policy does not separate chosen from rejected")) if stuck else None)]
+    return [_flag(collapsed, ("logs.pref.loss_collapsed", "warning",
+                  f"the preference loss fell to {_g(quarter[-1])} and stayed below 0.01 for the last quarter of the "
+                  "run: the pairs are separated perfectly, the usual sign of a learning rate or beta that lets the "
+                  "policy run away")),
+            _flag(stuck, ("logs.pref.loss_stuck", "warning",
+                  f"the preference loss stays at {_g(half[-1])} (ln 2 = 0.693) for the second half of the run: the "
+                  "policy does not separate chosen from rejected"))]
 
 
 def _initial(t: PrefTracker) -> list[Verdict]:
@@ -227,14 +230,13 @@ def _kl(t: PrefTracker) -> list[Verdict]:
     early_median = early[len(early) // 2]
     end = s.edges()[1]
     exploding = end >= max(KL_EXPLODE_MIN, KL_EXPLODE_FACTOR * max(early_median, 0.0))
-    return [Verdict("logs.pref.kl_negative", negative,
-                    ("logs.pref.kl_negative", "error", (f"the KL estimate is below {KL_NEGATIVE} at {t.kl_negative} of "
-                     f"{s.count} logged steps: completions are not sampled from the distribution the log-probs "
-                     "describe (top-k / top-p / min_length, temperature, another inference engine)")) if negative else None),
-            Verdict("logs.pref.kl_exploding", exploding,
-                    ("logs.pref.kl_exploding", "warning", (f"the KL to the reference grew from {_g(early_median)} to "
-                     f"{_g(end)}: the policy moves far from the reference (beta, learning rate, reward hacking)"))
-                    if exploding else None)]
+    return [_flag(negative, ("logs.pref.kl_negative", "error",
+                  f"the KL estimate is below {KL_NEGATIVE} at {t.kl_negative} of {s.count} logged steps: completions "
+                  "are not sampled from the distribution the log-probs describe (top-k / top-p / min_length, "
+                  "temperature, another inference engine)")),
+            _flag(exploding, ("logs.pref.kl_exploding", "warning",
+                  f"the KL to the reference grew from {_g(early_median)} to {_g(end)}: the policy moves far from the "
+                  "reference (beta, learning rate, reward hacking)"))]
 
 
 def _clipfrac(t: PrefTracker) -> list[Verdict]:
@@ -244,9 +246,8 @@ def _clipfrac(t: PrefTracker) -> list[Verdict]:
     half = s.tail(0.5)
     level = sum(half) / len(half)
     high = level > CLIPFRAC_HIGH
-    return [Verdict("logs.pref.clipfrac_high", high,
-                    ("logs.pref.clipfrac_high", "warning", (f"the clip fraction averages {level:.2f} over the second "
-                     "half: many tokens leave the trust region each update")) if high else None)]
+    return [_flag(high, ("logs.pref.clipfrac_high", "warning", f"the clip fraction averages {level:.2f} over the "
+                  "second half: many tokens leave the trust region each update"))]
 
 
 def _length(t: PrefTracker) -> list[Verdict]:
@@ -255,6 +256,5 @@ def _length(t: PrefTracker) -> list[Verdict]:
     if not e or e[0] <= 0:
         return []
     growing = e[1] >= LENGTH_GROWTH * e[0] and e[1] > s.middle_third()
-    return [Verdict("logs.pref.length_growing", growing,
-                    ("logs.pref.length_growing", "info", (f"mean completion length grew from {_g(e[0])} to {_g(e[1])}"
-                     " tokens and is still rising: check the samples for length exploitation")) if growing else None)]
+    return [_flag(growing, ("logs.pref.length_growing", "info", f"mean completion length grew from {_g(e[0])} to "
+                  f"{_g(e[1])} tokens and is still rising: check the samples for length exploitation"))]
