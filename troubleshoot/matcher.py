@@ -139,12 +139,15 @@ class SymptomMatcher:
         """'off-topic', 'weak' or 'match' for the best of ``matches`` (from ``match(query)``).
 
         Off-topic: the best score is under MIN_SCORE, or no word of the query is itself a
-        distinctive known word (typo snapping turns 'bread' into 'read'; this does not count).
+        distinctive known word (typo snapping turns 'bread' into 'read'; this does not count) and
+        no alias stands whole in it (an alias such as 'loss 0 from step 1' is distinctive through
+        its numbers, which are not words).
         Weak: the best score is under WEAK_MATCH, or most of its English words are unknown."""
         words = list(dict.fromkeys(tokens(query)))
         exact = [w for w in words if w in self.idf]
         anchor = ANCHOR_SHARE * math.log(1 + len(self.entries))
-        if not matches or matches[0].score < MIN_SCORE or max((self.idf[w] for w in exact), default=0) < anchor:
+        anchored = max((self.idf[w] for w in exact), default=0) >= anchor or bool(matches and matches[0].phrase >= 1)
+        if not matches or matches[0].score < MIN_SCORE or not anchored:
             return "off-topic"
         latin = [w for w in words if w.isascii()]
         unknown_words = len(latin) >= 2 and sum(w in self.idf for w in latin) < MIN_KNOWN_SHARE * len(latin)
