@@ -64,8 +64,9 @@ def router_finding(facts: dict[str, Any]) -> tuple[str, str] | None:
     if coef == 0:
         return "warning", f"{n} experts, top-{k}, router_aux_loss_coef = 0: training has no load-balancing term"
     if facts.get("model.moe.output_router_logits") is False:
-        return "warning", (f"{n} experts, top-{k}, output_router_logits false: Hugging Face MoE models add the "
-                           f"load-balancing loss (x {coef if coef is not None else '?'}) only when it is true, so a "
-                           "fine-tune that keeps this config trains the router without it; load with "
-                           "output_router_logits=True")
+        # info, not warning: released Mixtral / Qwen-MoE configs say false as an inference default
+        return "info", (f"{n} experts, top-{k}, output_router_logits false: Hugging Face MoE models add the "
+                        f"load-balancing loss (x {coef if coef is not None else '?'}) only when it is true, so a "
+                        "fine-tune that keeps this config trains the router without it; load with "
+                        "output_router_logits=True")
     return "info", f"{n} experts, top-{k}, aux loss coefficient {coef if coef is not None else '?'}"
