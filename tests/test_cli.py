@@ -214,8 +214,9 @@ def test_loss_went_nan_rules_nothing_out_without_evidence():
     assert "untested" in statuses and statuses <= {"untested", "possible"}  # the words only say "NaN happened"
     scores = [c["score"] for c in data["causes"]]
     assert scores == sorted(scores, reverse=True)
-    nan = data["symptoms"][0]
-    assert nan["id"] == "nan-loss" and nan["match"] == nan["score"] and nan["implied"] is None
+    nan = data["symptoms"][0]  # "loss went nan" is itself a reading of logs.nan (text): observed, weight 1
+    assert nan["id"] == "nan-loss" and nan["observed"] is True and nan["implied"] is None
+    assert nan["weight"] == 1.0 and nan["match"] < nan["score"]
 
 
 def test_the_example_probe_no_longer_lists_nan_loss():

@@ -175,7 +175,8 @@ def facts(rd: Reading, obs: Observations) -> None:
     w = warmup_end(s)
     if w is not None:
         f("logs.warmup_end_iteration", w)
-    f("logs.nan", s.nan is not None)
+    if s.records or s.nan:  # a log without training records cannot say the loss stayed finite
+        f("logs.nan", s.nan is not None)
     if s.nan:
         f("logs.nan_iteration", s.nan[0])
         if from_start or w is not None:

@@ -39,7 +39,7 @@ class ZeroLossTracker:
 
     @property
     def pattern(self) -> bool:
-        return self.zeros >= min(MIN_ZERO_RECORDS, self.records)
+        return self.zeros > 0 and self.zeros >= min(MIN_ZERO_RECORDS, self.records)
 
     def facts(self) -> dict[str, bool]:
         """rules/_facts/runtime.yaml logs.loss_zero*; empty when the log has no loss at all."""
