@@ -245,12 +245,12 @@ def symptom_table(kb: KnowledgeBase, matched: Mapping[str, float], facts: Mappin
     probed facts imply, the implied posterior (at least), so a fault the user did not report does
     not push the reported symptom's own causes down. ``shown`` are symptoms an artifact recorded
     directly (the live guard saw the NaN happen): observed whatever the facts say."""
-    measured = {name: f.value for name, f in facts.items() if f.source != "text"}  # words are not a sighting
+    values = {name: f.value for name, f in facts.items()}
     implied = implied_symptoms(kb, facts)
     top = max(matched.values(), default=0.0)
     table = []
     for sid, symptom in kb.symptoms.items():
-        seen = True if sid in (shown or {}) else observed(symptom, measured)
+        seen = True if sid in (shown or {}) else observed(symptom, values)
         match, lifted = matched.get(sid), implied.get(sid)
         if seen is False and match is None or not (match or lifted or seen):
             continue

@@ -140,11 +140,11 @@ def _symptoms(diag: Diagnosis, width: int) -> list[str]:
 
 
 def _basis(s: SymptomMatch) -> str:
-    """Why the symptom is listed: 'match 0.83', 'seen in the artifacts', 'not observed ...'."""
+    """Why the symptom is listed: 'match 0.83', 'observed in what you gave', 'not observed ...'."""
     if s.observed is False:
         return f"match {s.match:.2f}; not observed: the artifacts contradict it, so its causes are left out"
     parts = [f"match {s.match:.2f}" if s.match is not None else "",
-             "seen in the artifacts" if s.observed else "",
+             "observed in what you gave" if s.observed else "",
              f"evidence {s.implied:.2f}" if s.implied is not None and not s.observed else ""]
     return "; ".join(p for p in parts if p)
 
