@@ -10,26 +10,6 @@ from troubleshoot import contracts
 
 CORPUS = Path(__file__).resolve().parents[1] / "bench" / "corpus"
 SPLITS = ("tune", "holdout")
-# Issue 15's contract: cause and symptom ids the knowledge helper adds. Accepted here so the
-# corpus can be labelled before the knowledge lands; once shipped they are ordinary kb ids.
-CONTRACT_SYMPTOMS = frozenset({"zero-loss", "preference-divergence", "moe-routing", "save-export"})
-CONTRACT_CAUSES = frozenset((
-    "zero-loss.all-labels-masked", "zero-loss.attention-kernel", "zero-loss.fp16-kernel-overflow",
-    "zero-loss.loss-reduction", "preference-divergence.likelihood-displacement",
-    "preference-divergence.reference-mismatch", "preference-divergence.lr-too-high",
-    "preference-divergence.beta-mistuned", "preference-divergence.reward-hacking",
-    "preference-divergence.kl-instability", "preference-divergence.template-mismatch",
-    "moe-routing.aux-loss-off", "moe-routing.no-router-z-loss", "moe-routing.capacity-dropping",
-    "moe-routing.expert-parallel-bug", "moe-routing.router-precision",
-    "save-export.zero3-empty-save", "save-export.rank0-only-save", "save-export.lora-merge-4bit",
-    "save-export.conversion-rope-permute", "save-export.tied-embeddings-broken",
-    "save-export.new-tokens-not-saved", "save-export.fsdp-sharded-state-dict",
-    "no-grad-flow.ddp-gradient-checkpointing", "loss-plateau.fsdp-mixed-precision",
-    "loss-plateau.pure-bf16-lost-updates", "nan-loss.untrained-special-tokens",
-    "repetition.new-token-init", "nan-loss.framework-regression", "nan-loss.unchecked-bf16-nan",
-    "loss-spike.fp8-divergence", "loss-spike.no-grad-clipping",
-    "data-artifacts.sampler-epoch-not-set",
-))
 REQUIRED = ("url", "repo", "title", "language", "symptom", "label", "cause", "body", "artifacts")
 
 
@@ -57,9 +37,9 @@ def test_report_is_complete(shipped_kb, split, path):
     assert report["url"].startswith("https://"), report["url"]
     assert report["language"] in ("en", "zh")
     assert len(report["body"]) <= 4000
-    assert report["symptom"] in set(contracts.SYMPTOM_IDS) | CONTRACT_SYMPTOMS | set(shipped_kb.symptoms)
+    assert report["symptom"] in set(contracts.SYMPTOM_IDS) | set(shipped_kb.symptoms)
     label = report["label"]
-    known = set(shipped_kb.causes) | CONTRACT_CAUSES
+    known = set(shipped_kb.causes)
     assert label in known or (label.startswith("uncovered:") and len(label) > len("uncovered:")), label
     for name in report["artifacts"]:
         assert (path.parent / name).is_file(), f"{path.parent.name}: artifact {name} missing"

@@ -65,22 +65,15 @@ def load_with_problems(root: Path) -> tuple[KnowledgeBase, list[Problem]]:
     articles = sorted((root / "kb").glob("*.md"))
     cache = ParseCache(root, fact_files + rule_files + finding_files + signature_files + articles, problems)
     kb.fingerprint = cache.fingerprint
-    for path in fact_files:
-        doc = cache.parse(path, problems)
-        if doc is not None:
-            _read_fact_file(doc, kb, problems)
-    for path in rule_files:
-        doc = cache.parse(path, problems)
-        if doc is not None:
-            _read_symptom(doc, path.stem, kb, problems)
-    for path in finding_files:
-        doc = cache.parse(path, problems)
-        if doc is not None:
-            _read_findings(doc, kb, problems)
-    for path in signature_files:
-        doc = cache.parse(path, problems)
-        if doc is not None:
-            read_signatures(doc, kb, problems)
+    readers = ((fact_files, lambda doc, path: _read_fact_file(doc, kb, problems)),
+               (rule_files, lambda doc, path: _read_symptom(doc, path.stem, kb, problems)),
+               (finding_files, lambda doc, path: _read_findings(doc, kb, problems)),
+               (signature_files, lambda doc, path: read_signatures(doc, kb, problems)))
+    for files, reader in readers:  # facts first: symptoms and signatures refer to them
+        for path in files:
+            doc = cache.parse(path, problems)
+            if doc is not None:
+                reader(doc, path)
     for path in articles:
         _read_article(path, kb, problems, cache)
     if not cache.fresh:
