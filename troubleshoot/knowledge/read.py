@@ -115,29 +115,38 @@ def unknown_facts(kb: KnowledgeBase) -> list[Problem]:
 class ParseCache:
     """Parsed YAML (data and line numbers) as JSON in the user's cache folder.
 
-    Parsing ~1 MB of rules costs more than the rest of `llmfix ask` together; the cache is keyed
-    on every file's path and content hash, so any edit re-parses (an edit that keeps size and
-    mtime too). Only the newest few cache files are kept. Unwritable cache: no cache.
+    Parsing ~2 MB of rules costs more than the rest of `llmfix ask` together. The cache is keyed on
+    every file's path, size, mtime and ctime: any write changes ctime, which `touch -d`/`os.utime`
+    cannot set back, so an edit that keeps size and mtime re-parses too, and a warm start reads
+    no knowledge file it does not need. Only the newest few cache files are kept. Unwritable
+    cache: no cache.
     """
 
     def __init__(self, root: Path, files: list[Path], problems: list[Problem]) -> None:
-        self.root = root
-        self.texts: dict[str, str | None] = {}
-        for path in files:
-            rel = str(path.relative_to(root))
-            self.texts[rel] = _read(path, rel, problems)
-        self.key = [[rel, hashlib.sha1((text or "").encode()).hexdigest()] for rel, text in self.texts.items()]
+        self.root, self.problems = root, problems
+        self.paths = {str(path.relative_to(root)): path for path in files}
+        self._texts: dict[str, str | None] = {}
+        self.key = [[rel, *_stamp(path)] for rel, path in self.paths.items()]
         self.fingerprint = hashlib.sha1(json.dumps([str(root.resolve()), self.key]).encode()).hexdigest()[:16]
         self.path = cache_dir() / f"parsed-{hashlib.sha1(str(root.resolve()).encode()).hexdigest()[:16]}.json"
         saved = _load_json(self.path)
         self.fresh = _valid_cache(saved, self.key)
         self.entries: dict[str, dict | None] = saved["files"] if self.fresh else {}
 
+    def text(self, rel: str) -> str | None:
+        """A knowledge file's text, read once (None with the reason in ``problems``)."""
+        if rel not in self._texts:
+            self._texts[rel] = _read(self.paths[rel], rel, self.problems)
+        return self._texts[rel]
+
     def parse(self, path: Path, problems: list[Problem]) -> Located | None:
         rel = str(path.relative_to(self.root))
         if self.fresh and rel in self.entries:
-            return Located.cached(rel, **self.entries[rel]) if self.entries[rel] else None
-        text = self.texts.get(rel)
+            try:
+                return Located.cached(rel, **self.entries[rel]) if self.entries[rel] else None
+            except (TypeError, ValueError):  # a damaged entry: parse the file again
+                pass
+        text = self.text(rel)
         doc = _parse(text, rel, problems) if text is not None else None
         self.entries[rel] = doc.to_cache() if doc is not None else None
         return doc
@@ -157,18 +166,20 @@ class ParseCache:
         _save_json(self.path, {"key": self.key, "files": self.entries})
 
 
+def _stamp(path: Path) -> list[int]:
+    """Size, mtime and ctime of a file; zeros when it cannot be stat-ed (reading it says why)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return [0, 0, 0]
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
 def _valid_cache(saved: Any, key: list) -> bool:
-    """A cache file is used only when it has the exact shape ``save`` writes, for this content."""
-    if not isinstance(saved, dict) or saved.get("key") != key or not isinstance(saved.get("files"), dict):
-        return False
-    for rel, entry in saved["files"].items():
-        if entry is None or rel.startswith("kb/"):
-            continue
-        if (not isinstance(entry, dict) or set(entry) != {"data", "lines"} or not isinstance(entry["lines"], list)
-                or not all(isinstance(x, list) and len(x) == 2 and isinstance(x[0], list) and isinstance(x[1], int)
-                           for x in entry["lines"])):
-            return False
-    return True
+    """A cache file is used only when it was written for exactly this content and has the outer
+    shape ``save`` writes; an entry damaged inside is re-parsed by ``ParseCache.parse``."""
+    return (isinstance(saved, dict) and saved.get("key") == key and isinstance(saved.get("files"), dict)
+            and all(entry is None or isinstance(entry, dict) for entry in saved["files"].values()))
 
 
 MAX_CACHE_BYTES = 64 * 1024 * 1024
@@ -442,7 +453,7 @@ def _template_ok(doc: Located, path: tuple, step: str, problems: list[Problem]) 
 
 def _read_article(path: Path, kb: KnowledgeBase, problems: list[Problem], cache: ParseCache) -> None:
     rel = str(path.relative_to(cache.root))
-    text = cache.texts.get(rel)
+    text = cache.text(rel)
     if text is None:
         cache.entries[rel] = None
         return
