@@ -169,6 +169,10 @@ def summary(outcomes: list[Outcome], splits: tuple[str, ...]) -> list[str]:
                   ("old symptoms", [o for o in mine if not o.is_new]),
                   ("covered labels", [o for o in mine if o.covered]),
                   ("labels in today's kb", [o for o in mine if o.report["label"] in known])]
+        batches = sorted({o.report.get("batch", 1) for o in mine})
+        if len(batches) > 1:
+            groups += [(f"batch {b}", [o for o in mine if o.report.get("batch", 1) == b])
+                       for b in batches]
         lines += [summary_row(f"{split} · {name}", group) for name, group in groups]
     return lines
 

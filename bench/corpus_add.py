@@ -26,7 +26,7 @@ CORPUS = Path(__file__).resolve().parent / "corpus"
 SPLITS = ("tune", "holdout")
 SEED = "llmfix-corpus-2026-11-23"
 NEW_SYMPTOMS = frozenset({"zero-loss", "preference-divergence", "moe-routing", "save-export"})
-REPORT_KEYS = ("url", "repo", "title", "language", "date", "symptom", "label", "cause",
+REPORT_KEYS = ("url", "repo", "title", "language", "date", "batch", "symptom", "label", "cause",
                "cause_source", "body")
 
 
@@ -94,6 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("staged", type=Path)
     parser.add_argument("--dry-run", action="store_true")
+    parser.add_argument("--batch", type=int, default=1,
+                        help="collection round the reports belong to (reported separately, so a "
+                             "round collected after tuning began gives an untouched measure)")
     args = parser.parse_args(argv)
     staged = yaml.safe_load(args.staged.read_text(encoding="utf-8")) or []
     filed = existing_reports()
@@ -105,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"skip (already filed): {entry['url']}", file=sys.stderr)
             continue
         number += 1
+        entry = {**entry, "batch": args.batch}
         split = choose_split(counts, entry)
         counts[(split, stratum(entry))] += 1
         known.add(entry["url"])
