@@ -43,6 +43,7 @@ from .tensors import (
     unwrap_state_dict,
 )
 from .tokenizer import MAX_JSON_BYTES
+from .torchzip import as_tensor, is_tensor
 
 CKPT_DIR = re.compile(r"^checkpoint-(\d+)$")
 ITER_DIR = re.compile(r"^(?:global_step|iter_)(\d+)$")
@@ -430,9 +431,9 @@ def _plain(obj: Any, depth: int = 0) -> Any:
         return {str(k): _plain(v, depth + 1) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)) and depth < 4 and len(obj) < 64:
         return [_plain(v, depth + 1) for v in obj]
-    if hasattr(obj, "numel") and obj.numel() == 1:
-        return obj.item()
-    return str(obj)[:80] if not hasattr(obj, "shape") else None
+    if is_tensor(obj):
+        return as_tensor(obj).item() if obj.numel() == 1 else None
+    return str(obj)[:80]
 
 
 # --- single files ------------------------------------------------------------------------------
@@ -494,9 +495,9 @@ def _open_file(p: Path) -> Checkpoint | None:
 def iter_weights(ckpt: Checkpoint) -> Iterator[tuple[Path, str, Any]]:
     """(file, tensor name, tensor) for every model tensor, one at a time.
 
-    Safetensors tensors come through their own short-lived maps; pickle tensors through one
-    mmap of the file whose pages are dropped after each tensor, so memory stays near the
-    largest tensor whatever the checkpoint size.
+    Safetensors tensors and lazily read pickle tensors are read as they are yielded; tensors
+    that ``torch.load`` returned live in one mmap of the file whose pages are dropped after each
+    tensor, so memory stays near the largest tensor whatever the checkpoint size.
     """
     for f in ckpt.weight_files:
         if f.suffix == ".safetensors":
@@ -508,8 +509,8 @@ def iter_weights(ckpt: Checkpoint) -> Iterator[tuple[Path, str, Any]]:
         except ArtifactError:
             continue  # already listed as unreadable at open time
         maps = file_maps(f)
-        for name in list(state):
-            t = state.pop(name)
+        for name, value in state.items():
+            t = as_tensor(value)
             yield f, name, t
             release(t, maps)
             del t
