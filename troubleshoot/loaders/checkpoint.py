@@ -23,6 +23,7 @@ in ``Checkpoint.issues``; ``probes.run_all`` reports them once per checkpoint.
 """
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -171,9 +172,15 @@ def _open_dir(p: Path) -> Checkpoint | None:
     if any(MODEL_STATES.search(e.name) for e in p.iterdir()) or any(d.name.startswith("mp_rank_") for d in subdirs):
         return _open_megatron_iteration(p, p, [])
     steps = sorted((int(CKPT_DIR.match(d.name).group(1)), d) for d in subdirs if CKPT_DIR.match(d.name))
+    locked = [(d, why) for _, d in steps if (why := _unlistable(d))]
+    steps = [(n, d) for n, d in steps if not any(d == x for x, _ in locked)]
+    if locked and not steps and not has_model:
+        raise ArtifactError(*locked[-1])
     if steps and not has_model:
         n, latest = steps[-1]
         ckpt = _open_hf(latest, path=p)
+        ckpt.issues += [Finding("checkpoint.unreadable", "warning", f"not read: {why}; probed {latest.name} instead",
+                                ckpt.rel(d)) for d, why in locked]
         others = ", ".join(d.name for _, d in steps[:-1])
         ckpt.detail = f"output_dir with {len(steps)} Trainer checkpoints; probing {latest.name}" + (
             f" (also {others})" if others else "")
@@ -189,6 +196,15 @@ def _open_dir(p: Path) -> Checkpoint | None:
         ckpt.iterations = [s for s, _ in steps]
         ckpt.detail += f"; Trainer state from {latest.name}"
     return ckpt
+
+
+def _unlistable(folder: Path) -> str:
+    """Why ``folder`` cannot be listed (a ``checkpoint-N/`` of another user, mode 700), or ''."""
+    try:
+        os.listdir(folder)
+    except OSError as err:
+        return f"cannot read the folder ({err.strerror or err})"
+    return ""
 
 
 def _read_json(path: Path) -> dict:

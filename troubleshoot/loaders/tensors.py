@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ArtifactError, UnsafePickleError
-from ..files import parse_json, regular_file
+from ..files import open_regular, parse_json, regular_file
 from .torchzip import Unsupported, as_tensor, is_tensor, load_lazy, read_span
 
 PICKLE_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt")
@@ -190,8 +190,10 @@ def _load_pickle(path: Path, allow_namespace: bool = False) -> tuple[Any, bool]:
     if allow_namespace:
         import argparse
         allowed.append(argparse.Namespace)
+    with open_regular(path) as f:  # unreadable: one line, before torch sees the path
+        first = f.read(1)
     mmap_ok = zipfile.is_zipfile(path)  # mmap needs the zip-based format of torch >= 1.6
-    if not mmap_ok and not _starts_like_pickle(path):
+    if not mmap_ok and first != b"\x80":  # pickles of protocol 2+ (every torch.save before zip) start with PROTO
         raise ArtifactError(path, "cannot read torch file: not a torch file (neither torch's zip format nor a pickle)")
     if mmap_ok:
         try:
@@ -235,12 +237,6 @@ def _imports_code(path: Path, max_ops: int = 1_000_000) -> bool:
     except Exception:  # noqa: BLE001 - any parse failure means the bytes are no pickle
         return False
     return False
-
-
-def _starts_like_pickle(path: Path) -> bool:
-    """Pickles of protocol 2+ (every torch.save before the zip format) begin with the PROTO opcode."""
-    with open(path, "rb") as f:
-        return f.read(1) == b"\x80"
 
 
 def is_optimizer_state(obj: Any) -> bool:
