@@ -5,7 +5,8 @@ tensors cost about 2 KB each and 15 s (its weights-only unpickler is pure Python
 one tensor at a time, so ``load_lazy`` unpickles ``data.pkl`` with the C unpickler into plain
 containers whose tensors are ``StoredTensor`` records (name of the storage, dtype, offset, shape,
 stride: a few hundred bytes), and ``StoredTensor.load`` reads that tensor's bytes when a probe
-needs them.
+needs them. The memo entries the pickle never reads back are dropped first (``prune_memo``), so
+unpickling holds no per-tensor leftovers either.
 
 Safety: the unpickler resolves only the globals of a plain tensor pickle (``ALLOWED``), each to a
 function of this module that builds a record and calls nothing from the file; ``argparse.Namespace``
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ArtifactError
+from .pickle_memo import prune_memo
 
 # storage class name in the pickle -> torch dtype name
 STORAGE_DTYPES = {"FloatStorage": "float32", "DoubleStorage": "float64", "HalfStorage": "float16",
@@ -74,6 +76,10 @@ class _Archive:
         self.path, self.reader = path, reader
         self.file = open(path, "rb")  # noqa: SIM115 - lives as long as the records that read through it
         self.size = os.fstat(self.file.fileno()).st_size
+        self.tuples: dict[tuple, tuple] = {}  # one copy of each shape and stride (most repeat)
+
+    def intern(self, value: tuple) -> tuple:
+        return self.tuples.setdefault(value, value)
 
 
 class StoredTensor:
@@ -125,7 +131,8 @@ def _rebuild_tensor_v2(storage, offset, shape, stride, requires_grad=False, hook
     if not (type(offset) is int and isinstance(shape, tuple) and isinstance(stride, tuple)
             and len(shape) == len(stride) and all(type(x) is int and x >= 0 for x in shape + stride)):
         raise Unsupported("odd tensor layout")
-    return StoredTensor(storage[0], storage[1:], offset, shape, stride)
+    archive = storage[0]
+    return StoredTensor(archive, storage[1:], offset, archive.intern(shape), archive.intern(stride))
 
 
 def _rebuild_parameter(data, requires_grad=False, hooks=None):
@@ -149,8 +156,8 @@ ALLOWED = {("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor_v2,
 
 
 class _Unpickler(pickle.Unpickler):
-    def __init__(self, data: bytes, archive: _Archive, allow_namespace: bool) -> None:
-        super().__init__(io.BytesIO(data))
+    def __init__(self, stream: io.BytesIO, archive: _Archive, allow_namespace: bool) -> None:
+        super().__init__(stream)
         self.archive, self.allow_namespace = archive, allow_namespace
 
     def find_class(self, module: str, name: str) -> Any:
@@ -179,11 +186,18 @@ def load_lazy(path: Path, allow_namespace: bool = False) -> Any:
         if reader.has_record("byteorder") and reader.get_record("byteorder") != b"little" \
                 or sys.byteorder != "little" or not reader.has_record("data.pkl"):
             raise Unsupported("byte order or layout")
-        data = reader.get_record("data.pkl")
+        archive = _Archive(path, reader)
+        start, size = reader.get_record_offset("data.pkl"), reader.get_record_size("data.pkl")
     except RuntimeError as err:
         raise Unsupported(str(err)[:80]) from None
+    data = os.pread(archive.file.fileno(), size, start)  # torch stores records uncompressed
     try:
-        return _Unpickler(data, _Archive(path, reader), allow_namespace).load()
+        stream = prune_memo(data)  # memory: only what the pickle reads back stays in the memo
+    except (ValueError, IndexError):
+        stream = io.BytesIO(data)  # an opcode the walk does not know: unpickle the original
+    del data
+    try:
+        return _Unpickler(stream, archive, allow_namespace).load()
     except Unsupported:
         raise
     except Exception as err:  # noqa: BLE001 - malformed pickle bytes: torch.load gives the verdict
