@@ -22,9 +22,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import ckptfactory as cf
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, PR_CAPBSET_DROP = 1, 2, 24
