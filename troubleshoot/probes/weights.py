@@ -1,9 +1,10 @@
 """Weights probe: streams every tensor once and audits values and initialisation scale.
 
-One pass, one tensor at a time (safetensors through short-lived maps, pickles through
-``torch.load(mmap=True, weights_only=True)`` with pages dropped behind the reader), so memory
-stays near the largest tensor. Per tensor it keeps only a handful of numbers: NaN/Inf counts,
-min, max, mean, std. Three reductions (aminmax, sum, L2 norm) give all of them; NaN and Inf
+One pass, one tensor at a time (safetensors and torch zip files read tensor by tensor, other
+pickles through ``torch.load(mmap=True, weights_only=True)`` with pages dropped behind the
+reader), so memory stays near the largest tensor. Per tensor it computes a handful of numbers
+(NaN/Inf counts, min, max, mean, std) and a ``Tally`` keeps what the findings need, so 100,000
+tiny tensors cost no memory per tensor here. Three reductions (aminmax, sum, L2 norm) give all of them; NaN and Inf
 propagate into min/max/norm, so the exact counting pass runs only on tensors that have any.
 
 Sample output and how to read it::
