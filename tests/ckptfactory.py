@@ -261,6 +261,47 @@ def malicious_pt(out: Path, marker: Path) -> Path:
     return out
 
 
+# --- many small tensors (memory per tensor, bench/bench_many_tensors.py) -----------------------
+
+MANY_LAYOUTS = ("pt", "safetensors", "hf-sharded", "optimizer")
+NAN_AT = 77  # the tensor (or parameter state) holding one NaN
+
+
+def many_tensors(out: Path, layout: str, n: int) -> Path:
+    """``n`` tensors of shape (4,), one of them with a NaN, saved as ``layout``: one .pt state
+    dict, one .safetensors, an HF folder of 4 safetensors shards with its index, or an Adam
+    state dict with ``n`` parameter states (step, exp_avg, exp_avg_sq each)."""
+    from safetensors.torch import save_file
+
+    out.mkdir(parents=True, exist_ok=True)
+    g = torch.Generator().manual_seed(0)
+    values = torch.randn(n, 4, generator=g) * 0.02
+    values[NAN_AT, 1] = math.nan
+    if layout == "optimizer":
+        state = {i: {"step": torch.tensor(10.0), "exp_avg": values[i].clone(), "exp_avg_sq": values[i].abs() ** 2}
+                 for i in range(n)}
+        torch.save({"state": state, "param_groups": [{"lr": 3e-4, "betas": (0.9, 0.999), "eps": 1e-8,
+                                                       "weight_decay": 0.0, "params": list(range(n))}]},
+                   out / "optimizer.pt")
+        return out / "optimizer.pt"
+    tensors = {f"blocks.{i}.w": values[i].clone() for i in range(n)}
+    if layout == "pt":
+        torch.save(tensors, out / "model.pt")
+        return out / "model.pt"
+    if layout == "safetensors":
+        save_file(tensors, str(out / "model.safetensors"))
+        return out / "model.safetensors"
+    names, weight_map = list(tensors), {}
+    for k in range(4):
+        shard = f"model-{k + 1:05d}-of-00004.safetensors"
+        part = names[k::4]
+        save_file({name: tensors[name] for name in part}, str(out / shard), metadata={"format": "pt"})
+        weight_map.update(dict.fromkeys(part, shard))
+    (out / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
+    (out / "config.json").write_text(json.dumps({"model_type": "gpt2", **GPT2}))
+    return out
+
+
 # --- named artifacts ---------------------------------------------------------------------------
 
 def _gpt2_safetensors(out):

@@ -11,6 +11,7 @@ import json
 import os
 import stat
 from pathlib import Path
+from typing import BinaryIO
 
 from .errors import ArtifactError
 
@@ -28,6 +29,16 @@ def regular_file(path: str | Path) -> os.stat_result:
     if not stat.S_ISREG(st.st_mode):
         raise ArtifactError(path, "not a regular file (a pipe, device or socket); llmfix reads regular files only")
     return st
+
+
+def open_regular(path: str | Path) -> BinaryIO:
+    """A regular file opened for binary reading, or ArtifactError saying why it cannot be
+    (an unreadable file is one line naming it, never a PermissionError traceback)."""
+    regular_file(path)
+    try:
+        return open(path, "rb")  # noqa: SIM115 - the caller closes it
+    except OSError as err:
+        raise ArtifactError(path, f"cannot read: {err.strerror or err}") from None
 
 
 def read_bytes(path: str | Path, limit: int) -> bytes:

@@ -23,6 +23,7 @@ in ``Checkpoint.issues``; ``probes.run_all`` reports them once per checkpoint.
 """
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -43,6 +44,7 @@ from .tensors import (
     unwrap_state_dict,
 )
 from .tokenizer import MAX_JSON_BYTES
+from .torchzip import as_tensor, is_tensor
 
 CKPT_DIR = re.compile(r"^checkpoint-(\d+)$")
 ITER_DIR = re.compile(r"^(?:global_step|iter_)(\d+)$")
@@ -170,9 +172,15 @@ def _open_dir(p: Path) -> Checkpoint | None:
     if any(MODEL_STATES.search(e.name) for e in p.iterdir()) or any(d.name.startswith("mp_rank_") for d in subdirs):
         return _open_megatron_iteration(p, p, [])
     steps = sorted((int(CKPT_DIR.match(d.name).group(1)), d) for d in subdirs if CKPT_DIR.match(d.name))
+    locked = [(d, why) for _, d in steps if (why := _unlistable(d))]
+    steps = [(n, d) for n, d in steps if not any(d == x for x, _ in locked)]
+    if locked and not steps and not has_model:
+        raise ArtifactError(*locked[-1])
     if steps and not has_model:
         n, latest = steps[-1]
         ckpt = _open_hf(latest, path=p)
+        ckpt.issues += [Finding("checkpoint.unreadable", "warning", f"not read: {why}; probed {latest.name} instead",
+                                ckpt.rel(d)) for d, why in locked]
         others = ", ".join(d.name for _, d in steps[:-1])
         ckpt.detail = f"output_dir with {len(steps)} Trainer checkpoints; probing {latest.name}" + (
             f" (also {others})" if others else "")
@@ -188,6 +196,15 @@ def _open_dir(p: Path) -> Checkpoint | None:
         ckpt.iterations = [s for s, _ in steps]
         ckpt.detail += f"; Trainer state from {latest.name}"
     return ckpt
+
+
+def _unlistable(folder: Path) -> str:
+    """Why ``folder`` cannot be listed (a ``checkpoint-N/`` of another user, mode 700), or ''."""
+    try:
+        os.listdir(folder)
+    except OSError as err:
+        return f"cannot read the folder ({err.strerror or err})"
+    return ""
 
 
 def _read_json(path: Path) -> dict:
@@ -430,9 +447,9 @@ def _plain(obj: Any, depth: int = 0) -> Any:
         return {str(k): _plain(v, depth + 1) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)) and depth < 4 and len(obj) < 64:
         return [_plain(v, depth + 1) for v in obj]
-    if hasattr(obj, "numel") and obj.numel() == 1:
-        return obj.item()
-    return str(obj)[:80] if not hasattr(obj, "shape") else None
+    if is_tensor(obj):
+        return as_tensor(obj).item() if obj.numel() == 1 else None
+    return str(obj)[:80]
 
 
 # --- single files ------------------------------------------------------------------------------
@@ -494,9 +511,9 @@ def _open_file(p: Path) -> Checkpoint | None:
 def iter_weights(ckpt: Checkpoint) -> Iterator[tuple[Path, str, Any]]:
     """(file, tensor name, tensor) for every model tensor, one at a time.
 
-    Safetensors tensors come through their own short-lived maps; pickle tensors through one
-    mmap of the file whose pages are dropped after each tensor, so memory stays near the
-    largest tensor whatever the checkpoint size.
+    Safetensors tensors and lazily read pickle tensors are read as they are yielded; tensors
+    that ``torch.load`` returned live in one mmap of the file whose pages are dropped after each
+    tensor, so memory stays near the largest tensor whatever the checkpoint size.
     """
     for f in ckpt.weight_files:
         if f.suffix == ".safetensors":
@@ -508,8 +525,8 @@ def iter_weights(ckpt: Checkpoint) -> Iterator[tuple[Path, str, Any]]:
         except ArtifactError:
             continue  # already listed as unreadable at open time
         maps = file_maps(f)
-        for name in list(state):
-            t = state.pop(name)
+        for name, value in state.items():
+            t = as_tensor(value)
             yield f, name, t
             release(t, maps)
             del t

@@ -1,11 +1,13 @@
 """Read tensors from safetensors and torch pickles without running any code from the file.
 
-Everything pickled goes through ``torch.load(weights_only=True, mmap=True)``; a file that needs
-arbitrary objects is refused with UnsafePickleError and nothing in it runs. Safetensors files are
-read one tensor at a time, each through its own private read-only memory map that is released as
-soon as the tensor is dropped: a long-lived map of the whole file would keep every page it ever
-touched resident, so peak RSS would grow to the shard size instead of the largest tensor
-(bench/bench_weights.py measures this).
+Torch zip files whose pickle holds only tensors, containers and numbers are read lazily
+(``torchzip.load_lazy``: each tensor a ``StoredTensor`` read when a probe asks for it); everything
+else goes through ``torch.load(weights_only=True, mmap=True)``, and a file that needs arbitrary
+objects is refused with UnsafePickleError and nothing in it runs. Tensors are read one at a time,
+small ones into a fresh buffer and large ones through their own private read-only memory map
+released as soon as the tensor is dropped: a long-lived map of the whole file would keep every
+page it ever touched resident, so peak RSS would grow to the shard size instead of the largest
+tensor (bench/bench_weights.py measures this).
 """
 from __future__ import annotations
 
@@ -23,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ArtifactError, UnsafePickleError
-from ..files import parse_json, regular_file
+from ..files import open_regular, parse_json, regular_file
+from .torchzip import Unsupported, as_tensor, is_tensor, load_lazy, read_span
 
 PICKLE_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt")
 NESTED_KEYS = ("state_dict", "model", "module", "model_state_dict")
@@ -121,29 +124,14 @@ def list_safetensors(path: Path) -> list[TensorInfo]:
 
 
 def read_safetensor(f, info: TensorInfo, path: Path | str = "") -> Any:
-    """One tensor from an open file through its own copy-on-write map (the file is never written).
-
-    The map lives as long as the returned tensor: drop the tensor and its pages leave the process.
-    """
+    """One tensor from an open file (``read_span``: a copy when small, else its own copy-on-write
+    map that lives as long as the tensor); the file is never written."""
     import torch
 
     dtype = getattr(torch, ST_DTYPES.get(info.dtype, ""), None)
     if dtype is None:
         raise ArtifactError(path, f"tensor {info.name}: dtype {info.dtype} not supported by this torch")
-    if info.nbytes == 0:
-        return torch.empty(info.shape, dtype=dtype)
-    page = mmap.ALLOCATIONGRANULARITY
-    base = info.start // page * page
-    m = mmap.mmap(f.fileno(), info.start - base + info.nbytes, offset=base, access=mmap.ACCESS_COPY)
-    item = torch.empty((), dtype=dtype).element_size()
-    if (info.start - base) % item:  # misaligned (odd-sized tensors before it): copy instead
-        data = bytearray(m[info.start - base:info.start - base + info.nbytes])
-        m.close()
-        return torch.frombuffer(data, dtype=dtype).reshape(info.shape)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        t = torch.frombuffer(m, dtype=dtype, offset=info.start - base, count=info.nbytes // item)
-    return t.reshape(info.shape)
+    return read_span(f, info.start, info.nbytes, dtype, path).reshape(info.shape)
 
 
 def iter_safetensors(path: Path) -> Iterator[tuple[str, Any]]:
@@ -168,28 +156,29 @@ def _refusal(err: Exception) -> str:
     return m.group(1)[:160] if m else text.strip().splitlines()[0][:160] if text.strip() else ""
 
 
-# The last small torch file loaded, kept so that the sniffer and the probes unpickle it once
-# (100k tiny tensors take seconds each time); large files are memory-mapped and never kept.
+# The last torch file loaded, kept so that the sniffer and the probes unpickle it once: always
+# when read lazily (the object holds no tensor data), else when it is at most KEEP_PICKLE_BYTES.
 _LAST_PICKLE: dict[tuple, Any] = {}
 KEEP_PICKLE_BYTES = 256 << 20
 
 
 def load_pickle(path: Path, allow_namespace: bool = False) -> Any:
-    """``_load_pickle`` of the file, once per (path, size, mtime) for files of at most
-    KEEP_PICKLE_BYTES."""
+    """The object in a torch file, its tensors ``StoredTensor`` records when read lazily (use
+    ``is_tensor`` / ``as_tensor``); once per (path, size, mtime, allow_namespace)."""
     st = regular_file(path)
     key = (str(Path(path).resolve()), st.st_size, st.st_mtime_ns, allow_namespace)
     if key not in _LAST_PICKLE:
-        obj = _load_pickle(Path(path), allow_namespace)
+        obj, lazy = _load_pickle(Path(path), allow_namespace)
         _LAST_PICKLE.clear()
-        if st.st_size > KEEP_PICKLE_BYTES:
+        if not lazy and st.st_size > KEEP_PICKLE_BYTES:
             return obj
         _LAST_PICKLE[key] = obj
     return _LAST_PICKLE[key]
 
 
-def _load_pickle(path: Path, allow_namespace: bool = False) -> Any:
-    """torch.load with weights_only=True (and mmap when the file allows it); refuse anything else.
+def _load_pickle(path: Path, allow_namespace: bool = False) -> tuple[Any, bool]:
+    """(object, read lazily?): ``load_lazy`` for a plain tensor pickle in torch's zip format, else
+    torch.load with weights_only=True (and mmap when the file allows it); refuse anything else.
 
     ``allow_namespace`` lets ``argparse.Namespace`` through (Megatron stores its command line
     that way): it is a plain attribute bag whose reconstruction runs no code from the file.
@@ -201,13 +190,20 @@ def _load_pickle(path: Path, allow_namespace: bool = False) -> Any:
     if allow_namespace:
         import argparse
         allowed.append(argparse.Namespace)
+    with open_regular(path) as f:  # unreadable: one line, before torch sees the path
+        first = f.read(1)
     mmap_ok = zipfile.is_zipfile(path)  # mmap needs the zip-based format of torch >= 1.6
-    if not mmap_ok and not _starts_like_pickle(path):
+    if not mmap_ok and first != b"\x80":  # pickles of protocol 2+ (every torch.save before zip) start with PROTO
         raise ArtifactError(path, "cannot read torch file: not a torch file (neither torch's zip format nor a pickle)")
+    if mmap_ok:
+        try:
+            return load_lazy(path, allow_namespace), True
+        except Unsupported:
+            pass
     try:
         with torch.serialization.safe_globals(allowed), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return torch.load(str(path), map_location="cpu", weights_only=True, mmap=mmap_ok)
+            return torch.load(str(path), map_location="cpu", weights_only=True, mmap=mmap_ok), False
     except pickle.UnpicklingError as err:
         if "GLOBAL" not in str(err) and not mmap_ok and not _imports_code(path):  # bytes, no real pickle
             raise ArtifactError(path, "cannot read torch file: not a torch file, the pickle is malformed "
@@ -243,25 +239,17 @@ def _imports_code(path: Path, max_ops: int = 1_000_000) -> bool:
     return False
 
 
-def _starts_like_pickle(path: Path) -> bool:
-    """Pickles of protocol 2+ (every torch.save before the zip format) begin with the PROTO opcode."""
-    with open(path, "rb") as f:
-        return f.read(1) == b"\x80"
-
-
 def is_optimizer_state(obj: Any) -> bool:
     """A torch optimizer state_dict ({'state': ..., 'param_groups': [...]})."""
     return isinstance(obj, dict) and isinstance(obj.get("param_groups"), list) and "state" in obj
 
 
 def _flatten(obj: dict, prefix: str, out: dict, depth: int) -> None:
-    import torch
-
     for key, value in obj.items():
         if not isinstance(key, str):
             continue
         name = f"{prefix}{key}"
-        if isinstance(value, torch.Tensor):
+        if is_tensor(value):
             out[name] = value
         elif isinstance(value, dict) and depth < 6 and key not in NOT_WEIGHTS and not is_optimizer_state(value):
             _flatten(value, name + ".", out, depth + 1)
@@ -271,14 +259,13 @@ def unwrap_state_dict(obj: Any) -> dict[str, Any] | None:
     """Find the tensor dict inside common wrappers ({'model': ..., 'module': ...}), else None.
 
     Nested module dicts (Megatron's ``language_model.embedding.word_embeddings.weight``) are
-    flattened to dotted names; optimizer states and training-state entries are left out.
+    flattened to dotted names; optimizer states and training-state entries are left out. Values
+    may be ``StoredTensor`` records not read yet.
     """
-    import torch
-
     for _ in range(4):
         if not isinstance(obj, dict) or is_optimizer_state(obj):
             return None
-        if obj and all(isinstance(v, torch.Tensor) for v in obj.values()):
+        if obj and all(is_tensor(v) for v in obj.values()):
             return obj
         inner = next((obj[k] for k in NESTED_KEYS if isinstance(obj.get(k), dict)), None)
         if inner is None:
@@ -342,4 +329,5 @@ def iter_tensors(path: Path, allow_namespace: bool = False) -> Iterator[tuple[st
     state = unwrap_state_dict(load_pickle(path, allow_namespace=allow_namespace))
     if state is None:
         raise ArtifactError(path, "holds no tensors (expected a state dict)")
-    yield from state.items()
+    for name, value in state.items():
+        yield name, as_tensor(value)

@@ -32,6 +32,7 @@ from typing import Any
 
 from ..loaders.checkpoint import Checkpoint, load_training_file, open_checkpoint
 from ..loaders.tensors import is_optimizer_state
+from ..loaders.torchzip import as_tensor, is_tensor
 from ..observations import Observations
 from .context import ProbeContext
 
@@ -62,7 +63,7 @@ def walk(obj: Any, path: str = "", depth: int = 0) -> Iterator[tuple[str, dict]]
     if depth > 6:
         return
     if isinstance(obj, dict):
-        if hasattr(obj.get("exp_avg_sq"), "dim"):
+        if is_tensor(obj.get("exp_avg_sq")):
             yield path, obj
             return
         for k, v in obj.items():
@@ -84,8 +85,8 @@ def param_groups(obj: Any, depth: int = 0) -> list[dict]:
 
 
 def _num(v: Any) -> float | None:
-    if hasattr(v, "item") and getattr(v, "numel", lambda: 2)() == 1:
-        v = v.item()
+    if is_tensor(v) and v.numel() == 1:
+        v = as_tensor(v).item()
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
@@ -139,11 +140,11 @@ def _states(ckpt: Checkpoint, f, obj: Any, obs: Observations) -> int | None:
     rows, bad, below, nonzero = [], [], 0, 0
     for where, st in states:
         label = names.get(where, where)
-        v = st["exp_avg_sq"]
+        v = as_tensor(st["exp_avg_sq"])  # one state's tensors in memory at a time
         if not v.is_floating_point() or v.numel() == 0:
             continue
         vmax, l1 = float(v.max()), float(v.sum(dtype=torch.float64))
-        m = st.get("exp_avg")
+        m = as_tensor(st.get("exp_avg"))
         m_ok = not hasattr(m, "dim") or math.isfinite(float(torch.linalg.vector_norm(m.float())))
         if not (math.isfinite(vmax) and math.isfinite(l1) and m_ok):
             nan = int(torch.isnan(v).sum()) + (int(torch.isnan(m).sum()) if hasattr(m, "dim") else 0)

@@ -1,9 +1,10 @@
 """Weights probe: streams every tensor once and audits values and initialisation scale.
 
-One pass, one tensor at a time (safetensors through short-lived maps, pickles through
-``torch.load(mmap=True, weights_only=True)`` with pages dropped behind the reader), so memory
-stays near the largest tensor. Per tensor it keeps only a handful of numbers: NaN/Inf counts,
-min, max, mean, std. Three reductions (aminmax, sum, L2 norm) give all of them; NaN and Inf
+One pass, one tensor at a time (safetensors and torch zip files read tensor by tensor, other
+pickles through ``torch.load(mmap=True, weights_only=True)`` with pages dropped behind the
+reader), so memory stays near the largest tensor. Per tensor it computes a handful of numbers
+(NaN/Inf counts, min, max, mean, std) and a ``Tally`` keeps what the findings need, so 100,000
+tiny tensors cost no memory per tensor here. Three reductions (aminmax, sum, L2 norm) give all of them; NaN and Inf
 propagate into min/max/norm, so the exact counting pass runs only on tensors that have any.
 
 Sample output and how to read it::
@@ -28,7 +29,7 @@ from __future__ import annotations
 import math
 import re
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..loaders.checkpoint import Checkpoint, iter_weights, open_checkpoint
 from ..observations import Observations
@@ -67,22 +68,24 @@ ROLES = (  # first match wins; matched against the lower-cased tensor name
                r"|dense_h_to_4h|linear_qkv|linear_fc1|wqkv|(^|\.)(query|key|value|fc1|w1|w3|wq|wk|wv|fc_in)\.)"),
 )
 LAYER = re.compile(r"(?:^|[./_])(?:layers|layer|h|blocks|block)[._](\d+)[./-]")
+_ROLES = tuple((role, re.compile(pattern)) for role, pattern in ROLES)
+_NORM_BIAS = re.compile(ROLES[0][1] + "|" + ROLES[1][1])
 
 
 def classify(name: str, ndim: int) -> str:
     """Role of a tensor: embedding, position, embed_norm, norm, lm_head, hidden, output, bias, other."""
     low = name.lower()
     if low.endswith("bias"):
-        return "norm_bias" if re.search(ROLES[0][1] + "|" + ROLES[1][1], low) else "bias"
-    for role, pattern in ROLES:
-        if re.search(pattern, low):
+        return "norm_bias" if _NORM_BIAS.search(low) else "bias"
+    for role, pattern in _ROLES:
+        if pattern.search(low):
             if role in ("hidden", "output") and ndim < 2:
                 return "other"
             return role
     return "other"
 
 
-@dataclass
+@dataclass(slots=True)
 class Stat:
     where: str
     name: str
@@ -140,60 +143,116 @@ def run(ctx: ProbeContext) -> Observations:
     return obs
 
 
-def stream(ckpt: Checkpoint, progress=None, export: ExportAudit | None = None) -> list[Stat]:
-    """Per-tensor numbers for every weight, one tensor in memory at a time (each tensor is also
-    shown to ``export``, the saved-model audit, when given).
+def stream(ckpt: Checkpoint, progress=None, export: ExportAudit | None = None) -> Tally:
+    """The ``Tally`` of every weight, one tensor in memory at a time (each tensor is also shown
+    to ``export``, the saved-model audit, when given).
 
     ``progress(done_bytes, total_bytes, name)``, when given (``ProbeContext.progress``),
     is called after each tensor so a terminal can draw a bar over large checkpoints.
     """
     total = sum(f.stat().st_size for f in ckpt.weight_files)
-    done, stats = 0, []
+    done, tally, where = 0, Tally(), {}
     for f, name, t in iter_weights(ckpt):
-        s = tensor_stat(t, ckpt.rel(f), name)
+        if f not in where:
+            where[f] = ckpt.rel(f)
+        s = tensor_stat(t, where[f], name)
         if export is not None:
-            export.see(ckpt.rel(f), name, t)
+            export.see(where[f], name, t)
         if s is not None:
-            stats.append(s)
+            tally.add(s)
         if progress is not None:
             done += t.numel() * t.element_size()
             progress(min(done, total), total, name)
         del t
-    return stats
+    return tally
 
 
-def audit(ckpt: Checkpoint, stats: list[Stat], obs: Observations) -> None:
-    """Turn per-tensor numbers into findings and facts."""
+def _max_abs(s: Stat) -> float:
+    return max(abs(s.min), abs(s.max))
+
+
+@dataclass
+class Tally:
+    """What the audit needs from every tensor, in memory bounded by the checkpoint's structure
+    rather than its tensor count: counts, the first MAX_LISTED tensors of each finding, and the
+    Stats of the roles whose medians and per-layer numbers are taken (hidden and output matrices,
+    norm gains). 100,000 tensors of other roles cost nothing here."""
+
+    tensors: int = 0
+    bad: list[Stat] = field(default_factory=list)      # NaN/Inf: the first MAX_LISTED
+    n_bad: int = 0
+    good: int = 0
+    top: Stat | None = None                             # largest |w| of the finite tensors
+    any_fp16: bool = False
+    over: list[Stat] = field(default_factory=list)     # finite but above the fp16 range
+    n_over: int = 0
+    flat: list[Stat] = field(default_factory=list)     # constant matrices
+    n_flat: int = 0
+    kept: list[Stat] = field(default_factory=list)     # roles hidden, output, norm, embed_norm
+    roles: set[str] = field(default_factory=set)
+    embed_cols: int | None = None
+    layers: int = 0                                      # 1 + the largest layer index seen
+
+    def add(self, s: Stat) -> None:
+        self.tensors += 1
+        self.any_fp16 = self.any_fp16 or s.dtype == "float16"
+        if s.nan or s.inf:
+            self.n_bad += 1
+            if len(self.bad) < MAX_LISTED:
+                self.bad.append(s)
+            return
+        self.good += 1
+        self.roles.add(s.role)
+        if self.top is None or _max_abs(s) > _max_abs(self.top):
+            self.top = s
+        if _max_abs(s) > FP16_MAX:
+            self.n_over += 1
+            if len(self.over) < MAX_LISTED:
+                self.over.append(s)
+        if s.min == s.max and s.numel > 1 and (
+                s.role in ("hidden", "output", "embedding", "lm_head") or s.role == "other" and s.numel >= 1024):
+            self.n_flat += 1
+            if len(self.flat) < MAX_LISTED:
+                self.flat.append(s)
+        if s.role in ("hidden", "output", "norm", "embed_norm"):
+            self.kept.append(s)
+        if s.role == "embedding" and self.embed_cols is None:
+            self.embed_cols = s.cols
+        if s.layer is not None:
+            self.layers = max(self.layers, s.layer + 1)
+
+    def of(self, *roles: str) -> list[Stat]:
+        return [s for s in self.kept if s.role in roles]
+
+
+def audit(ckpt: Checkpoint, tally: Tally, obs: Observations) -> None:
+    """Turn the tally of per-tensor numbers into findings and facts."""
     cfg = ckpt.config or {}
-    bad = [s for s in stats if s.nan or s.inf]
-    for s in bad[:MAX_LISTED]:
+    for s in tally.bad:
         obs.find("weights.nonfinite", "error", f"{s.nan} NaN, {s.inf} Inf of {s.numel} values", f"{s.where}:{s.name}",
                  {"nan": s.nan, "inf": s.inf, "numel": s.numel})
-    if len(bad) > MAX_LISTED:
-        obs.find("weights.nonfinite", "error", f"... and {len(bad) - MAX_LISTED} more tensors with NaN/Inf",
-                 ckpt.rel(ckpt.weight_files[0]), len(bad))
-    obs.fact("weights.nonfinite", bool(bad), SOURCE, f"{len(bad)} of {len(stats)} tensors")
-    obs.fact("weights.nonfinite_tensors", len(bad), SOURCE)
-    good = [s for s in stats if not (s.nan or s.inf)]
-    if not good:
+    if tally.n_bad > MAX_LISTED:
+        obs.find("weights.nonfinite", "error", f"... and {tally.n_bad - MAX_LISTED} more tensors with NaN/Inf",
+                 ckpt.rel(ckpt.weight_files[0]), tally.n_bad)
+    obs.fact("weights.nonfinite", bool(tally.n_bad), SOURCE, f"{tally.n_bad} of {tally.tensors} tensors")
+    obs.fact("weights.nonfinite_tensors", tally.n_bad, SOURCE)
+    if not tally.good:
         return
-    _fp16(ckpt, cfg, good, stats, obs)
-    flat = [s for s in good if s.min == s.max and s.numel > 1 and (
-        s.role in ("hidden", "output", "embedding", "lm_head") or s.role == "other" and s.numel >= 1024)]
-    for s in flat[:MAX_LISTED]:
+    _fp16(ckpt, cfg, tally, obs)
+    for s in tally.flat:
         what = "all zero" if s.max == 0 else f"constant {s.max:g}"
         obs.find("weights.constant_tensor", "warning", f"{what} ({s.numel} values): this layer learns nothing "
                  "useful (zero init of a readout/LoRA-B is the only common legitimate case)", f"{s.where}:{s.name}",
                  s.max)
-    obs.fact("weights.zero_tensors", len(flat), SOURCE)
-    norms = [s for s in good if s.role in ("norm", "embed_norm")]  # gains; biases are "norm_bias"
-    has_embed_norm = any(s.role == "embed_norm" for s in good)
+    obs.fact("weights.zero_tensors", tally.n_flat, SOURCE)
+    norms = tally.of("norm", "embed_norm")  # gains; biases are "norm_bias"
+    has_embed_norm = "embed_norm" in tally.roles
     obs.fact("model.has_embed_layernorm", has_embed_norm, SOURCE, "tensor names")
-    if not has_embed_norm and any(s.role == "embedding" for s in good):
+    if not has_embed_norm and "embedding" in tally.roles:
         obs.find("weights.no_embed_norm", "info", "no LayerNorm after the token embedding (BLOOM added one, "
                  "--embed-layernorm, against spikes it could not recover from; only possible from step 0)",
                  ckpt.rel(ckpt.weight_files[0]), False)
-    hidden_std = [s.std for s in good if s.role == "hidden" and s.std > 0]
+    hidden_std = [s.std for s in tally.of("hidden") if s.std > 0]
     if hidden_std:  # any checkpoint: a randn-scale std is wrong whether or not the weights were trained
         obs.fact("weights.hidden_std", round(statistics.median(hidden_std), 6), SOURCE,
                  f"median std of {len(hidden_std)} hidden matrices")
@@ -201,22 +260,20 @@ def audit(ckpt: Checkpoint, stats: list[Stat], obs: Observations) -> None:
     obs.fact("weights.early_checkpoint", early, SOURCE, why)
     _gains(norms, early, obs)
     if early:
-        _init(ckpt, cfg, good, why, obs)
+        _init(ckpt, cfg, tally, why, obs)
     else:
         obs.find("weights.init_audit_skipped", "info", f"init-std audit skipped: {why}; trained weights no longer "
                  "show their initial scale", ckpt.rel(ckpt.weight_files[0]), ckpt.iteration)
 
 
-def _fp16(ckpt: Checkpoint, cfg: dict, good: list[Stat], stats: list[Stat], obs: Observations) -> None:
-    top = max(good, key=lambda s: max(abs(s.min), abs(s.max)))
-    max_abs = max(abs(top.min), abs(top.max))
-    obs.fact("weights.max_abs", max_abs, SOURCE, f"{top.where}:{top.name}")
-    dtype = run_dtype(cfg, ckpt.extra) or ("fp16" if any(s.dtype == "float16" for s in stats) else None)
-    over = [s for s in good if max(abs(s.min), abs(s.max)) > FP16_MAX]
+def _fp16(ckpt: Checkpoint, cfg: dict, tally: Tally, obs: Observations) -> None:
+    max_abs = _max_abs(tally.top)
+    obs.fact("weights.max_abs", max_abs, SOURCE, f"{tally.top.where}:{tally.top.name}")
+    dtype = run_dtype(cfg, ckpt.extra) or ("fp16" if tally.any_fp16 else None)
     if dtype == "fp16":
-        obs.fact("weights.fp16_overflow", bool(over), SOURCE, f"max |w| {max_abs:.3g}")
-    for s in over[:MAX_LISTED]:
-        m = max(abs(s.min), abs(s.max))
+        obs.fact("weights.fp16_overflow", bool(tally.n_over), SOURCE, f"max |w| {max_abs:.3g}")
+    for s in tally.over:
+        m = _max_abs(s)
         if dtype == "fp16":
             obs.find("weights.fp16_overflow", "error", f"max |w| = {m:.3g} > {FP16_MAX:.0f} (fp16 max) and the run is "
                      "fp16: this weight becomes inf when cast", f"{s.where}:{s.name}", m)
@@ -261,11 +318,11 @@ def _gains(norms: list[Stat], early: bool, obs: Observations) -> None:
                  f"far from 1{' at initialisation' if early else ''}", f"{s.where}:{s.name}", round(s.mean, 4))
 
 
-def _init(ckpt: Checkpoint, cfg: dict, good: list[Stat], why: str, obs: Observations) -> None:
-    hidden = [s for s in good if s.role == "hidden" and s.std > 0]
-    output = [s for s in good if s.role == "output" and s.std > 0]
-    h = pick(cfg, "hidden_size") or next((s.cols for s in good if s.role == "embedding"), None)
-    n_layers = pick(cfg, "num_layers") or (max((s.layer for s in good if s.layer is not None), default=-1) + 1) or None
+def _init(ckpt: Checkpoint, cfg: dict, tally: Tally, why: str, obs: Observations) -> None:
+    hidden = [s for s in tally.of("hidden") if s.std > 0]
+    output = [s for s in tally.of("output") if s.std > 0]
+    h = pick(cfg, "hidden_size") or tally.embed_cols
+    n_layers = pick(cfg, "num_layers") or tally.layers or None
     where = ckpt.rel(ckpt.weight_files[0]) if len(ckpt.weight_files) == 1 else (
         ckpt.root.name if ckpt.rel(ckpt.root) == "." else ckpt.rel(ckpt.root))
     if not hidden or not isinstance(h, int):

@@ -28,6 +28,7 @@ from typing import Any
 from ...errors import ArtifactError
 from ...observations import Artifact
 from ..tensors import iter_tensors, list_safetensors, load_pickle, safetensors_header
+from ..torchzip import materialize
 from .records import count_records, head_records, read_json, record_kind
 from .rows import (
     ID_KEYS,
@@ -116,7 +117,7 @@ def read(path: str | Path) -> Batch:
     if suffix == ".safetensors":
         return _read_safetensors(path)
     if suffix in PICKLE_SUFFIXES:
-        return _from_columns(path, "pt", _columns(_load_pickle_cached(path)))
+        return _from_columns(path, "pt", materialize(_columns(_load_pickle_cached(path))))
     if suffix in JSON_SUFFIXES:
         return read_json(path)
     raise ArtifactError(path, "not a data batch (.pt, .safetensors, .jsonl or .json expected)")

@@ -28,12 +28,13 @@ and the metric key vocabulary); ``formats`` ties each format to its sniffer and 
 """
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
 
 from ...errors import ArtifactError
-from ...files import regular_file
+from ...files import open_regular
 from ...observations import Artifact
 from . import formats
 from .record import Record
@@ -57,8 +58,7 @@ def detect_format(path: Path) -> str | None:
     Raises ArtifactError for binary content under a log-like name ("train.log" that is not text),
     and for anything that is not a regular file (a FIFO would block, /dev/zero never end).
     """
-    regular_file(path)
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         raw = f.read(65536)
     for fmt in formats.FORMATS:
         if fmt.magic and fmt.magic(raw, path):
@@ -125,7 +125,7 @@ def find_logs_in(folder: str | Path) -> list[Path]:
         ckpts = sorted((int(m.group(1)), d) for d in root.iterdir()
                        if d.is_dir() and (m := re.fullmatch(r"checkpoint-(\d+)", d.name)))
         for _, d in reversed(ckpts):
-            if (d / "trainer_state.json").is_file():
+            if os.access(d, os.R_OK | os.X_OK) and (d / "trainer_state.json").is_file():
                 found.append(d / "trainer_state.json")
                 break
     events = [p for depth in ("", "*/", "*/*/", "*/*/*/") for p in root.glob(f"{depth}events.out.tfevents*")]

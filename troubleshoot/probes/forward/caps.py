@@ -23,6 +23,7 @@ ACTIVATION_HEADROOM = 1.25      # activations of a capped batch on top of weight
 MAX_BATCH, MAX_SEQ = 8, 256     # a user batch is cut to this many rows x tokens ...
 CPU_MAX_TOKENS = 512            # ... and on CPU to this many tokens in all (fewer rows)
 SYNTH_BATCH, SYNTH_SEQ = 2, 64  # synthetic batch when none is given
+MAX_TENSORS = 20_000            # checkpoint tensors handed to transformers (~2 KB of its bookkeeping each)
 
 
 def resolve_device(pref: str):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .caps import caps_skip, seeded
+from .caps import MAX_TENSORS, caps_skip, seeded
 from .loaded import LoadedModel, accepts, one_line, param_dtype
 
 
@@ -22,6 +22,9 @@ def build_from_checkpoint(folder: Path, device, force: bool = False):
     """
     import torch
 
+    skip = _tensors_skip(folder, force)  # before transformers is even imported
+    if skip:
+        return skip
     try:
         import transformers
         from transformers import AutoConfig
@@ -65,6 +68,24 @@ def build_from_checkpoint(folder: Path, device, force: bool = False):
         max_positions=config_max_positions(config), n_params=n_params, accepts=accepts(module),
         pad_token_id=config_pad_id(config), initializer_range=getattr(config, "initializer_range", None),
         kind=type(module).__name__, notes=notes)
+
+
+def _tensors_skip(folder: Path, force: bool) -> tuple[str, str, str] | None:
+    """The ``forward.skipped`` finding for a folder of more than MAX_TENSORS tensors: transformers
+    keeps about 2 KB per checkpoint tensor while loading, so 100,000 tiny ones would cost hundreds
+    of MB, and no model within the size caps has that many (Llama 70B: 723)."""
+    from ...errors import ArtifactError
+    from ...loaders.checkpoint import open_checkpoint, weight_shapes
+
+    try:
+        n = len(weight_shapes(open_checkpoint(folder)))
+    except ArtifactError:
+        return None
+    if force or n <= MAX_TENSORS:
+        return None
+    return ("forward.skipped", "info", f"gradient-flow and mask probes skipped: {n:,} tensors in {folder.name}, "
+            f"more than the {MAX_TENSORS:,} of any model within the caps; run them anyway with "
+            "`llmfix probe ... --forward`")
 
 
 def config_params_estimate(config) -> int | None:
