@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from troubleshoot.cli import main
-from troubleshoot.knowledge import read
+from troubleshoot.knowledge import cache, loading
 from troubleshoot.knowledge.expr import Expr, ExprError, render_template
 
 RULES = "rules/nan-loss.yaml"
@@ -26,12 +26,12 @@ BAD_VALUES = [5, "x", [], {}, None, -3, float("inf"), 10 ** 400, [[[[1]]]], {"a"
 
 def run_cli(root: Path, *args: str):
     os.environ["LLMFIX_KNOWLEDGE"] = str(root)
-    read.load.cache_clear()
+    loading.load.cache_clear()
     try:
         return CliRunner().invoke(main, list(args))
     finally:
         del os.environ["LLMFIX_KNOWLEDGE"]
-        read.load.cache_clear()
+        loading.load.cache_clear()
 
 
 def assert_clean(result) -> None:
@@ -168,7 +168,7 @@ def test_cache_follows_content_not_size_and_mtime(mini_root):
 @pytest.mark.parametrize("content", ['{"key": 5, "files": []}', '[1, 2]', '{"key": null}', "x" * 100, ""])
 def test_cache_files_of_the_wrong_shape_are_ignored(mini_root, content):
     assert run_cli(mini_root, "ask", "--no-input", "loss is nan").exit_code in (0, 1)
-    for cached in read.cache_dir().glob("*.json"):
+    for cached in cache.cache_dir().glob("*.json"):
         cached.write_text(content)
     result = run_cli(mini_root, "ask", "--no-input", "--json", "loss is nan")
     assert_clean(result)
@@ -178,12 +178,12 @@ def test_cache_files_of_the_wrong_shape_are_ignored(mini_root, content):
 def test_cache_is_pruned(mini_root, tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     rules = mini_root / RULES
-    for i in range(3 * read.KEEP_CACHE_FILES):
+    for i in range(3 * cache.KEEP_CACHE_FILES):
         rules.write_text(rules.read_text().replace("title: Loss becomes NaN", f"title: Loss becomes NaN {i}", 1)
                          if i == 0 else rules.read_text().replace(f"NaN {i - 1}", f"NaN {i}", 1))
         assert run_cli(mini_root, "ask", "--no-input", "loss is nan").exit_code in (0, 1)
-    for kind in ("parsed", "matcher"):
-        assert len(list((tmp_path / "cache" / "llmfix").glob(f"{kind}-*.json"))) <= read.KEEP_CACHE_FILES
+    for kind in ("parsed", "knowledge", "matcher"):
+        assert len(list((tmp_path / "cache" / "llmfix").glob(f"{kind}-*.json"))) <= cache.KEEP_CACHE_FILES
 
 
 @pytest.mark.parametrize("source", ["9 ** 9 ** 9", "'a' * 10**10", "[1] * 10**9", "10 ** 400 * 10",

@@ -1,7 +1,7 @@
 """The knowledge's text rules, key rules and error signatures as one table of regular expressions.
 
 Built once per knowledge version and cached as JSON beside the parsed knowledge
-(``knowledge.read.memo``); each expression is compiled only when its *prefilter* (literals the
+(``knowledge.cache.memo``); each expression is compiled only when its *prefilter* (literals the
 expression cannot match without) occurs in the text, so ``llmfix ask "loss went nan"`` compiles a
 handful of the several hundred expressions, and a cold start stays cheap.
 
@@ -129,7 +129,7 @@ def table(kb: KnowledgeBase) -> list[Pattern]:
     held = _TABLES.get(id(kb))
     if held is not None and held[0] is kb:
         return held[1]
-    from ..knowledge.read import memo
+    from ..knowledge.cache import memo
 
     rows = memo(kb, "patterns", lambda: build(kb), __file__, valid=_valid_rows)
     out = [Pattern(r["rx"], r["kind"], r.get("fact", ""), r.get("signature", ""), r.get("set"), r.get("negated"),

@@ -17,8 +17,9 @@ from pathlib import Path
 
 from .. import contracts
 from .lint_text import text_rules
+from .loading import knowledge_root
 from .model import KnowledgeBase
-from .read import knowledge_root, load_with_problems
+from .read import load_with_problems
 from .schema import Problem
 
 
@@ -181,7 +182,7 @@ def _public_articles(kb: KnowledgeBase) -> list[Problem]:
 
 
 def _findings_catalogued(kb: KnowledgeBase) -> list[Problem]:
-    from .read import FINDINGS_FILE
+    from .loading import FINDINGS_FILE
     from .reported import finding_ids
 
     if not kb.findings:
