@@ -11,8 +11,7 @@ from typing import Any
 
 from ..errors import ArtifactError
 from ..files import read_text
-from . import schema
-from .cache import cache_dir, digest, load_json, save_json, stamp
+from . import cache, schema
 from .expr import Expr, ExprError, split_template
 from .loading import knowledge_files
 from .model import Article, Cause, Check, Evidence, FactSpec, FindingSpec, Fix, FixAttempt, KnowledgeBase, Symptom
@@ -26,22 +25,22 @@ MAX_FILE_BYTES = 4 * 1024 * 1024  # the largest rules file is ~40 KB (docs/resou
 def load_with_problems(root: Path) -> tuple[KnowledgeBase, list[Problem]]:
     kb, problems = KnowledgeBase(), []
     files = knowledge_files(root)
-    cache = ParseCache(root, [path for group in files.values() for path in group], problems)
-    kb.fingerprint = cache.fingerprint
+    parsed = ParseCache(root, [path for group in files.values() for path in group], problems)
+    kb.fingerprint = parsed.fingerprint
     readers = {"facts": lambda doc, path: _read_fact_file(doc, kb, problems),
                "symptoms": lambda doc, path: _read_symptom(doc, path.stem, kb, problems),
                "findings": lambda doc, path: _read_findings(doc, kb, problems),
                "signatures": lambda doc, path: read_signatures(doc, kb, problems)}
     for kind, reader in readers.items():  # facts first: symptoms and signatures refer to them
         for path in files[kind]:
-            doc = cache.parse(path, problems)
+            doc = parsed.parse(path, problems)
             if doc is not None:
                 reader(doc, path)
     for path in files["articles"]:
-        _read_article(path, kb, problems, cache)
-    if not cache.fresh:
+        _read_article(path, kb, problems, parsed)
+    if not parsed.fresh:
         problems.extend(unknown_facts(kb))
-    cache.save(problems)
+    parsed.save(problems)
     return kb, problems
 
 
@@ -88,10 +87,10 @@ class ParseCache:
         self.root, self.problems = root, problems
         self.paths = {str(path.relative_to(root)): path for path in files}
         self._texts: dict[str, str | None] = {}
-        self.key = [[rel, *stamp(path)] for rel, path in self.paths.items()]
-        self.fingerprint = digest(json.dumps([str(root.resolve()), self.key]).encode())
-        self.path = cache_dir() / f"parsed-{digest(str(root.resolve()).encode())}.json"
-        saved = load_json(self.path)
+        self.key = [[rel, *cache.stamp(path)] for rel, path in self.paths.items()]
+        self.fingerprint = cache.digest(json.dumps([str(root.resolve()), self.key]).encode())
+        self.path = cache.path("parsed", str(root.resolve()).encode())
+        saved = cache.load(self.path)
         self.fresh = _valid_cache(saved, self.key)
         self.entries: dict[str, dict | None] = saved["files"] if self.fresh else {}
 
@@ -125,7 +124,7 @@ class ParseCache:
     def save(self, problems: list[Problem]) -> None:
         if self.fresh or problems:
             return  # knowledge with problems is never cached: its messages must come again
-        save_json(self.path, {"key": self.key, "files": self.entries})
+        cache.save(self.path, {"key": self.key, "files": self.entries})
 
 
 def _valid_cache(saved: Any, key: list) -> bool:
@@ -357,18 +356,18 @@ def _template_ok(doc: Located, path: tuple, step: str, problems: list[Problem]) 
     return True
 
 
-def _read_article(path: Path, kb: KnowledgeBase, problems: list[Problem], cache: ParseCache) -> None:
-    rel = str(path.relative_to(cache.root))
-    text = cache.text(rel)
+def _read_article(path: Path, kb: KnowledgeBase, problems: list[Problem], parsed: ParseCache) -> None:
+    rel = str(path.relative_to(parsed.root))
+    text = parsed.text(rel)
     if text is None:
-        cache.entries[rel] = None
+        parsed.entries[rel] = None
         return
     match = FRONT_MATTER.match(text)
     if not match:
         problems.append(Problem(rel, 1, "", "missing front matter (--- id: ..., title: ... ---)"))
-        cache.entries[rel] = None
+        parsed.entries[rel] = None
         return
-    meta = cache.front_matter(rel, match.group(1), problems)
+    meta = parsed.front_matter(rel, match.group(1), problems)
     if meta is None:
         return
     if not isinstance(meta, dict) or meta.get("id") != path.stem or not meta.get("title"):

@@ -1,4 +1,4 @@
-"""The knowledge base compiled into one JSON file, so that a warm `llmfix ask` loads it in one read.
+"""The knowledge base compiled into one cache file, so that a warm `llmfix ask` loads it in one read.
 
 Reading rules/ and kb/ parses YAML (or replays its parse cache), checks every field against the
 schema and records line numbers for messages; on knowledge that loaded without a problem and has
@@ -54,7 +54,7 @@ def key(root: Path, files: list[Path]) -> list:
 
 def read(root: Path, stamps: list) -> KnowledgeBase | None:
     """The snapshot written for exactly ``stamps``, or None."""
-    saved = cache.load_json(_path(stamps))
+    saved = cache.load(_path(stamps))
     if not isinstance(saved, dict) or saved.get("key") != stamps:
         return None
     try:
@@ -64,11 +64,11 @@ def read(root: Path, stamps: list) -> KnowledgeBase | None:
 
 
 def write(root: Path, stamps: list, kb: KnowledgeBase) -> None:
-    cache.save_json(_path(stamps), {"key": stamps, "kb": encode(kb)})
+    cache.save(_path(stamps), {"key": stamps, "kb": encode(kb)})
 
 
 def _path(stamps: list) -> Path:
-    return cache.cache_dir() / f"knowledge-{cache.digest(stamps[1].encode())}.json"
+    return cache.path("knowledge", stamps[1].encode())
 
 
 # --------------------------------------------------------------------------- encoding
@@ -133,12 +133,15 @@ NESTED: dict[type, dict[str, Callable[[Any], Any]]] = {
 
 def _reader(cls: type) -> Callable[[list], Any]:
     names = cls._fields if issubclass(cls, tuple) else [f.name for f in fields(cls)]
-    convert = [NESTED.get(cls, {}).get(name) for name in names]
+    nested = [(i, NESTED[cls][name]) for i, name in enumerate(names) if name in NESTED.get(cls, {})]
 
     def read_row(row: list) -> Any:
         if len(row) != len(names):
             raise ValueError(f"a {cls.__name__} of {len(row)} fields")
-        return cls(*[c(v) if c is not None and v is not None else v for c, v in zip(convert, row)])
+        for i, convert in nested:
+            if row[i] is not None:
+                row[i] = convert(row[i])
+        return cls(*row)
     return read_row
 
 
