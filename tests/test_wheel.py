@@ -67,3 +67,10 @@ def test_ask_never_imports_torch():
     modules = imported_by("ask", "--no-input", "--json", "loss went nan")
     assert {"troubleshoot.engine", "troubleshoot.matcher"} <= modules, "the listing holds what ask really imports"
     assert not {m for m in modules if m.split(".")[0] == "torch"}
+
+
+def test_warm_ask_reads_the_snapshot_without_the_yaml_reader():
+    imported_by("ask", "--no-input", "--json", "loss went nan")  # the snapshot is written
+    modules = imported_by("ask", "--no-input", "--json", "loss went nan")
+    assert "troubleshoot.knowledge.snapshot" in modules
+    assert not modules & {"yaml", "troubleshoot.knowledge.read", "troubleshoot.knowledge.schema", "hashlib"}
