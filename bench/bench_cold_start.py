@@ -71,7 +71,7 @@ def main() -> int:
             cold.append(timed(ASK, {**ENV, "XDG_CACHE_HOME": cache}))
     modules = imported(ENV)
     base, ask = medians(bare), medians(warm)
-    result = {"runs": args.runs, "python_c_pass": base, "ask_warm": ask,
+    result = {"runs": args.runs, "load_average": round(os.getloadavg()[0], 1), "python_c_pass": base, "ask_warm": ask,
               "ratio_wall": round(ask["wall_ms"] / base["wall_ms"], 2),
               "ratio_cpu": round(ask["cpu_ms"] / base["cpu_ms"], 2), "target_ratio": 5.0}
     if cold:
