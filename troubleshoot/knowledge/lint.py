@@ -16,8 +16,8 @@ import re
 from pathlib import Path
 
 from .. import contracts
+from .layout import knowledge_root
 from .lint_text import text_rules
-from .loading import knowledge_root
 from .model import KnowledgeBase
 from .read import load_with_problems
 from .schema import Problem
@@ -182,7 +182,7 @@ def _public_articles(kb: KnowledgeBase) -> list[Problem]:
 
 
 def _findings_catalogued(kb: KnowledgeBase) -> list[Problem]:
-    from .loading import FINDINGS_FILE
+    from .layout import FINDINGS_FILE
     from .reported import finding_ids
 
     if not kb.findings:

@@ -13,7 +13,7 @@ from ..errors import ArtifactError
 from ..files import read_text
 from . import cache, schema
 from .expr import Expr, ExprError, split_template
-from .loading import knowledge_files
+from .layout import knowledge_files
 from .model import Article, Cause, Check, Evidence, FactSpec, FindingSpec, Fix, FixAttempt, KnowledgeBase, Symptom
 from .read_text import read_fact_rules, read_signatures
 from .schema import Located, Problem
