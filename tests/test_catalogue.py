@@ -5,8 +5,8 @@ import pytest
 from seedorigins import ORIGINS, cites
 
 from troubleshoot import contracts
+from troubleshoot.knowledge import knowledge_root
 from troubleshoot.knowledge.lint import lint
-from troubleshoot.knowledge.read import knowledge_root
 
 TESTS = Path(__file__).resolve().parent
 

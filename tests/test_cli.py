@@ -19,7 +19,7 @@ def run(*args, input=None):
 @pytest.fixture
 def mini_cli(mini_root, monkeypatch):
     """The CLI reading the minimal knowledge tree, with stdin treated as a terminal."""
-    monkeypatch.setattr("troubleshoot.knowledge.read.knowledge_root", lambda: mini_root)
+    monkeypatch.setattr("troubleshoot.knowledge.loading.knowledge_root", lambda: mini_root)
     monkeypatch.setattr(cli, "stdin_is_tty", lambda: True)
     load.cache_clear()
     yield

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from troubleshoot.knowledge.read import knowledge_root
+from troubleshoot.knowledge import knowledge_root
 
 
 def texts(kb) -> list[str]:

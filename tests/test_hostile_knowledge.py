@@ -3,6 +3,7 @@ blow-up; each problem is one line naming the file (docs/resource-policy.md)."""
 from __future__ import annotations
 
 import copy
+import marshal
 import os
 import resource
 import time
@@ -15,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from troubleshoot.cli import main
-from troubleshoot.knowledge import read
+from troubleshoot.knowledge import cache, loading
 from troubleshoot.knowledge.expr import Expr, ExprError, render_template
 
 RULES = "rules/nan-loss.yaml"
@@ -26,12 +27,12 @@ BAD_VALUES = [5, "x", [], {}, None, -3, float("inf"), 10 ** 400, [[[[1]]]], {"a"
 
 def run_cli(root: Path, *args: str):
     os.environ["LLMFIX_KNOWLEDGE"] = str(root)
-    read.load.cache_clear()
+    loading.load.cache_clear()
     try:
         return CliRunner().invoke(main, list(args))
     finally:
         del os.environ["LLMFIX_KNOWLEDGE"]
-        read.load.cache_clear()
+        loading.load.cache_clear()
 
 
 def assert_clean(result) -> None:
@@ -165,25 +166,42 @@ def test_cache_follows_content_not_size_and_mtime(mini_root):
     assert "too HIGH" in run_cli(mini_root, "kb", "show", "nan-loss.lr-too-high").output
 
 
-@pytest.mark.parametrize("content", ['{"key": 5, "files": []}', '[1, 2]', '{"key": null}', "x" * 100, ""])
+@pytest.mark.parametrize("content", [b'{"key": 5, "files": []}', b"x" * 100, b"", marshal.dumps([1, 2]),
+                                     marshal.dumps({"key": None}), marshal.dumps({"key": 5, "files": [], "kb": {}}),
+                                     marshal.dumps(compile("raise SystemExit(3)", "cache", "exec"))])
 def test_cache_files_of_the_wrong_shape_are_ignored(mini_root, content):
-    assert run_cli(mini_root, "ask", "--no-input", "loss is nan").exit_code in (0, 1)
-    for cached in read.cache_dir().glob("*.json"):
-        cached.write_text(content)
+    expected = run_cli(mini_root, "ask", "--no-input", "--json", "loss is nan")
+    files = list(cache.cache_dir().glob(f"*{cache.SUFFIX}"))
+    assert {f.name.split("-")[0] for f in files} >= {"parsed", "knowledge", "matcher", "patterns"}
+    for cached in files:
+        cached.write_bytes(content)
     result = run_cli(mini_root, "ask", "--no-input", "--json", "loss is nan")
     assert_clean(result)
-    assert result.exit_code in (0, 1) and '"schema"' in result.output
+    assert result.output == expected.output and result.exit_code == expected.exit_code
+
+
+def test_cache_files_with_the_right_key_and_a_damaged_body_are_rebuilt(mini_root):
+    expected = run_cli(mini_root, "ask", "--no-input", "--json", "loss is nan")
+    keyed = 0
+    for cached in cache.cache_dir().glob(f"*{cache.SUFFIX}"):
+        saved = marshal.loads(cached.read_bytes())
+        if isinstance(saved, dict) and "key" in saved:
+            cached.write_bytes(marshal.dumps({"key": saved["key"], "files": {"x": 5}, "kb": {"symptoms": [[1, 2]]}}))
+            keyed += 1
+    assert keyed >= 2  # the parse cache and the knowledge snapshot
+    result = run_cli(mini_root, "ask", "--no-input", "--json", "loss is nan")
+    assert result.output == expected.output and result.exit_code == expected.exit_code
 
 
 def test_cache_is_pruned(mini_root, tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     rules = mini_root / RULES
-    for i in range(3 * read.KEEP_CACHE_FILES):
+    for i in range(3 * cache.KEEP_CACHE_FILES):
         rules.write_text(rules.read_text().replace("title: Loss becomes NaN", f"title: Loss becomes NaN {i}", 1)
                          if i == 0 else rules.read_text().replace(f"NaN {i - 1}", f"NaN {i}", 1))
         assert run_cli(mini_root, "ask", "--no-input", "loss is nan").exit_code in (0, 1)
-    for kind in ("parsed", "matcher"):
-        assert len(list((tmp_path / "cache" / "llmfix").glob(f"{kind}-*.json"))) <= read.KEEP_CACHE_FILES
+    for kind in ("parsed", "knowledge", "matcher"):
+        assert len(list((tmp_path / "cache" / "llmfix").glob(f"{kind}-*{cache.SUFFIX}"))) <= cache.KEEP_CACHE_FILES
 
 
 @pytest.mark.parametrize("source", ["9 ** 9 ** 9", "'a' * 10**10", "[1] * 10**9", "10 ** 400 * 10",

@@ -32,6 +32,8 @@ class EvidenceLine:
 
 @dataclass
 class RenderedFix:
+    """A fix with its steps computed from the known facts, and the facts that would fill the rest."""
+
     id: str
     title: str
     steps: list[str]
@@ -47,6 +49,8 @@ class RenderedFix:
 
 @dataclass
 class RankedCause:
+    """A cause as ranked for this report: its score, status, evidence lines and rendered fixes."""
+
     id: str
     symptom: str
     title: str
@@ -87,6 +91,8 @@ class RankedCause:
 
 @dataclass
 class Question:
+    """A check still open: the fact to ask about, the question, and how much its answer could move."""
+
     fact: str
     text: str
     type: str
@@ -127,6 +133,8 @@ class SymptomMatch:
 
 @dataclass
 class Diagnosis:
+    """One report: what was read, what was found, the symptoms, ranked causes and open questions."""
+
     query: str | None = None
     artifacts: list[Artifact] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)

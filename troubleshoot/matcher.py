@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 
 from rapidfuzz import fuzz, process
 
+from .knowledge.cache import memo
 from .knowledge.model import KnowledgeBase
-from .knowledge.read import memo
 
 WORD_WEIGHT, PHRASE_WEIGHT = 0.6, 0.4
 MIN_SCORE = 0.25          # below this nothing matched

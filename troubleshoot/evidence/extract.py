@@ -88,7 +88,7 @@ def extract(kb: KnowledgeBase, text: str) -> Extraction:
 
     for pattern in table(kb):
         if lowered and (pattern.literals and not any(map(occurs, pattern.literals))
-                        or not all(map(occurs, pattern.requires))):
+                        or not all(any(map(occurs, group)) for group in pattern.requires)):
             continue
         matches = _matches(pattern, text, lowered)
         if pattern.kind == "signature":

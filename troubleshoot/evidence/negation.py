@@ -10,50 +10,55 @@ from __future__ import annotations
 
 import re
 from functools import cache
-from types import SimpleNamespace
 
 ENGLISH_WINDOW, CHINESE_WINDOW = 40, 5
 
 
+# Each expression needs at least one character, so an empty window is never searched.
+_SOURCES = {
+    "clause_end": (r"[.;,!?\n。；，！？:]|\bbut\b|\bhowever\b|但|可是|不过", 0),
+    "english": (
+        r"(?<![A-Za-z])(?:not|no|never|without|w/o|disabled?|disabling|turn(?:ed)?\s{1,3}off|instead\s{1,3}of|"
+        r"rather\s{1,3}than|switch(?:ed|ing)?\s{1,3}(?:away\s{1,3})?from|moved?\s{1,3}from|changed?\s{1,3}from|"
+        r"\w{1,12}n't|isnt|dont|doesnt|didnt|wasnt|arent|cannot)(?![A-Za-z])", re.IGNORECASE),
+    "chinese": (r"没有|没用|没开|没|不用|不开|不使用|不是|未|无|关闭|关掉|禁用|去掉|而非|而不是|从", 0),
+    # a turn between a negator and the match: "from fp16 to bf16", "从fp16改成bf16"
+    "turn": (r"(?<![A-Za-z])(?:to|into|then|now|->)(?![A-Za-z])|→|改成|换成|改为|换到|改用|到", re.IGNORECASE),
+    "flag_off": (r"(?:--no[-_]|no[-_])$", re.IGNORECASE),
+    "value_off": (
+        r"[\"']?\s{0,3}[:=]\s{0,3}(?:\{\s{0,3}[\"']?enabled[\"']?\s{0,3}:\s{0,3})?[\"']?"
+        r"(?:false|0|none|no|off|disabled?)(?![\w.])"
+        r"|\s{1,3}(?:is\s{1,3}|was\s{1,3})?(?:off|disabled)(?![\w.])|\s{0,3}(?:关闭|关掉|没开|没有开)", re.IGNORECASE),
+}
+
+
 @cache
-def _rx() -> SimpleNamespace:
-    """The expressions, compiled on first use: most questions hold no phrase to check."""
-    return SimpleNamespace(
-        clause_end=re.compile(r"[.;,!?\n。；，！？:]|\bbut\b|\bhowever\b|但|可是|不过"),
-        english=re.compile(
-            r"(?<![A-Za-z])(?:not|no|never|without|w/o|disabled?|disabling|turn(?:ed)?\s{1,3}off|instead\s{1,3}of|"
-            r"rather\s{1,3}than|switch(?:ed|ing)?\s{1,3}(?:away\s{1,3})?from|moved?\s{1,3}from|changed?\s{1,3}from|"
-            r"\w{1,12}n't|isnt|dont|doesnt|didnt|wasnt|arent|cannot)(?![A-Za-z])", re.IGNORECASE),
-        chinese=re.compile(r"没有|没用|没开|没|不用|不开|不使用|不是|未|无|关闭|关掉|禁用|去掉|而非|而不是|从"),
-        # a turn between a negator and the match: "from fp16 to bf16", "从fp16改成bf16"
-        turn=re.compile(r"(?<![A-Za-z])(?:to|into|then|now|->)(?![A-Za-z])|→|改成|换成|改为|换到|改用|到",
-                        re.IGNORECASE),
-        flag_off=re.compile(r"(?:--no[-_]|no[-_])$", re.IGNORECASE),
-        value_off=re.compile(
-            r"[\"']?\s{0,3}[:=]\s{0,3}(?:\{\s{0,3}[\"']?enabled[\"']?\s{0,3}:\s{0,3})?[\"']?"
-            r"(?:false|0|none|no|off|disabled?)(?![\w.])"
-            r"|\s{1,3}(?:is\s{1,3}|was\s{1,3})?(?:off|disabled)(?![\w.])|\s{0,3}(?:关闭|关掉|没开|没有开)",
-            re.IGNORECASE))
+def _rx(name: str) -> re.Pattern:
+    """One expression, compiled on first use: most questions hold no phrase to check, and most
+    checks need only some of them."""
+    source, flags = _SOURCES[name]
+    return re.compile(source, flags)
 
 
 def negated(text: str, start: int, end: int) -> bool:
     """True when the match text[start:end] is negated by the words around it."""
-    rx = _rx()
     before = _clause_before(text, start)
-    if rx.flag_off.search(before[-6:]) or rx.value_off.match(text, end, min(len(text), end + 40)):
+    if before and _rx("flag_off").search(before[-6:]):
         return True
-    return (_negator_applies(rx.english, before[-ENGLISH_WINDOW:])
-            or _negator_applies(rx.chinese, before[-CHINESE_WINDOW:]))
+    if end < len(text) and _rx("value_off").match(text, end, min(len(text), end + 40)):
+        return True
+    return (_negator_applies("english", before[-ENGLISH_WINDOW:])
+            or _negator_applies("chinese", before[-CHINESE_WINDOW:]))
 
 
-def _negator_applies(negators: re.Pattern, before: str) -> bool:
+def _negator_applies(negators: str, before: str) -> bool:
     """The last negator before the match applies unless a turn lies between them."""
-    last = next(reversed(list(negators.finditer(before))), None)
-    return last is not None and not _rx().turn.search(before, last.end())
+    last = next(reversed(list(_rx(negators).finditer(before))), None) if before else None
+    return last is not None and not _rx("turn").search(before, last.end())
 
 
 def _clause_before(text: str, start: int) -> str:
     """The part of the clause before ``start`` (at most ENGLISH_WINDOW characters)."""
     window = text[max(0, start - ENGLISH_WINDOW):start]
-    last = next(reversed(list(_rx().clause_end.finditer(window))), None)
+    last = next(reversed(list(_rx("clause_end").finditer(window))), None) if window else None
     return window[last.end():] if last else window

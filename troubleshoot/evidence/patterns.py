@@ -1,7 +1,7 @@
 """The knowledge's text rules, key rules and error signatures as one table of regular expressions.
 
 Built once per knowledge version and cached as JSON beside the parsed knowledge
-(``knowledge.read.memo``); each expression is compiled only when its *prefilter* (literals the
+(``knowledge.cache.memo``); each expression is compiled only when its *prefilter* (literals the
 expression cannot match without) occurs in the text, so ``llmfix ask "loss went nan"`` compiles a
 handful of the several hundred expressions, and a cold start stays cheap.
 
@@ -39,7 +39,7 @@ class Pattern(NamedTuple):
     sets: tuple = ()     # context: (fact, value) pairs
     literals: tuple = ()  # prefilter: one of these (lowercase) must occur in the text
     width: int = 0       # the longest possible match (0: unknown, search everywhere)
-    requires: tuple = ()  # every one of these (lowercase) occurs in any text the expression matches
+    requires: tuple = ()  # groups of literals: any text the expression matches holds one of each group
 
     @property
     def compiled(self) -> re.Pattern:
@@ -109,7 +109,7 @@ def build(kb: KnowledgeBase) -> list[dict]:
     for row in rows:
         row["literals"] = literals(row["rx"])
         row["width"] = max_width(row["rx"])
-        row["requires"] = required_runs(row["rx"])
+        row["requires"] = required_groups(row["rx"])
     return rows
 
 
@@ -129,13 +129,13 @@ def table(kb: KnowledgeBase) -> list[Pattern]:
     held = _TABLES.get(id(kb))
     if held is not None and held[0] is kb:
         return held[1]
-    from ..knowledge.read import memo
+    from ..knowledge.cache import memo
 
     rows = memo(kb, "patterns", lambda: build(kb), __file__, valid=_valid_rows)
     out = [Pattern(r["rx"], r["kind"], r.get("fact", ""), r.get("signature", ""), r.get("set"), r.get("negated"),
                    tuple(map(tuple, r.get("values", ()))), r.get("trust", 1.0),
                    tuple(map(tuple, r.get("sets", ()))), tuple(r["literals"]), r.get("width", 0),
-                   tuple(r.get("requires", ()))) for r in rows]
+                   tuple(map(tuple, r.get("requires", ())))) for r in rows]
     _TABLES[id(kb)] = (kb, out)
     return out
 
@@ -144,7 +144,7 @@ def _valid_rows(rows) -> bool:
     """A cached table of the right shape (a damaged or foreign cache file is rebuilt)."""
     return isinstance(rows, list) and all(
         isinstance(r, dict) and isinstance(r.get("rx"), str) and r.get("kind") in KINDS
-        and isinstance(r.get("literals"), list) and isinstance(r.get("requires", []), list)
+        and isinstance(r.get("literals"), list) and all(isinstance(g, list) and g for g in r.get("requires", [None]))
         and isinstance(r.get("width", 0), int) for r in rows)
 
 
@@ -167,21 +167,38 @@ def literals(rx: str) -> list[str]:
     return _required(list(tree))
 
 
-def required_runs(rx: str) -> list[str]:
-    """Every literal run (2+ characters) outside alternatives and optional parts: all must occur."""
+def required_groups(rx: str) -> list[list[str]]:
+    """Groups of lowercase literals, each of which has a member in any text the expression matches:
+    a literal run outside alternatives and optional parts is a group of one, an alternation
+    (``(?:is|was|为|是)``) gives one literal per branch. A text missing a whole group cannot match,
+    so the expression is not even compiled for it."""
     try:
         tree = _parser().parse(rx, re.IGNORECASE)
     except (re.error, ImportError):
         return []
-    parser, runs, run = _parser(), [], ""
-    for op, arg in list(tree) + [(None, None)]:
+    return _groups(list(tree))
+
+
+def _groups(items: list) -> list[list[str]]:
+    parser = _parser()
+    groups: list[list[str]] = []
+    run = ""
+    for op, arg in items + [(None, None)]:
         if op is parser.LITERAL:
             run += chr(arg).lower()
             continue
-        if len(run) >= 2:
-            runs.append(run)
+        if run:
+            groups.append([run])
         run = ""
-    return runs
+        if op is parser.SUBPATTERN:
+            groups += _groups(list(arg[-1]))
+        elif op in (parser.MAX_REPEAT, parser.MIN_REPEAT) and arg[0] >= 1:  # the body occurs at least once
+            groups += _groups(list(arg[2]))
+        elif op is parser.BRANCH:
+            picks = [_groups(list(branch)) for branch in arg[1]]
+            if all(picks):  # the most telling group of each branch: the one whose shortest literal is longest
+                groups.append(sorted({lit for pick in picks for lit in max(pick, key=lambda g: min(map(len, g)))}))
+    return groups
 
 
 def max_width(rx: str) -> int:

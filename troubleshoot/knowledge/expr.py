@@ -54,11 +54,34 @@ def dotted_name(node: ast.AST) -> str | None:
 class Expr:
     """A parsed, whitelisted expression. ``facts`` is the set of fact names it reads."""
 
+    stops_at: str | None = None  # see compiled()
+
     def __init__(self, source: str, check: bool = True) -> None:
         """``check=False`` defers parsing to first use: for knowledge already validated unchanged."""
         self.source = str(source).strip()
         if check:
             self._tree  # noqa: B018 - parse and validate now, so errors name the rule file
+
+    def compiled(self) -> list:
+        """``[source, facts, stops_at]``: what ``from_compiled`` needs to answer without parsing
+        while none of the facts is known. ``stops_at`` is the fact at which evaluation then stops
+        (raises Unknown), or None when it then gives a value or an error."""
+        try:
+            self.evaluate({})
+        except Unknown as err:
+            return [self.source, sorted(self.facts), str(err.args[0])]
+        except Exception:  # noqa: BLE001 - whatever it was, no shortcut is always right
+            pass
+        return [self.source, sorted(self.facts), None]
+
+    @classmethod
+    def from_compiled(cls, source: str, facts: list[str], stops_at: str | None) -> Expr:
+        """The expression of ``compiled()`` (knowledge/snapshot.py), parsed only once one of its
+        facts has a value: most conditions in a run are about facts nobody gave."""
+        expr = cls(source, check=False)
+        expr.__dict__["facts"] = set(facts)
+        expr.stops_at = stops_at
+        return expr
 
     @cached_property
     def _tree(self) -> ast.AST:
@@ -111,6 +134,8 @@ class Expr:
 
     def evaluate(self, facts: Mapping[str, Any]) -> Any:
         """Compute the value; raises Unknown if a needed fact is missing (or None)."""
+        if self.stops_at is not None and all(facts.get(name) is None for name in self.facts):
+            raise Unknown(self.stops_at)  # what walking the tree would raise: it reads facts only by name
         try:
             return self._eval(self._tree, facts)
         except (Unknown, ExprError):

@@ -16,9 +16,10 @@ import re
 from pathlib import Path
 
 from .. import contracts
+from .layout import knowledge_root
 from .lint_text import text_rules
 from .model import KnowledgeBase
-from .read import knowledge_root, load_with_problems
+from .read import load_with_problems
 from .schema import Problem
 
 
@@ -181,7 +182,7 @@ def _public_articles(kb: KnowledgeBase) -> list[Problem]:
 
 
 def _findings_catalogued(kb: KnowledgeBase) -> list[Problem]:
-    from .read import FINDINGS_FILE
+    from .layout import FINDINGS_FILE
     from .reported import finding_ids
 
     if not kb.findings:

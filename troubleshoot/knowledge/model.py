@@ -38,6 +38,8 @@ class KeyRule(NamedTuple):
 
 @dataclass
 class FactSpec:
+    """A fact a check, a condition or a probe can name: its type, and how text and settings set it."""
+
     name: str
     type: str
     description: str
@@ -91,6 +93,8 @@ class FindingSpec:
 
 @dataclass
 class Check:
+    """A question a symptom asks about a fact, how to find the answer, and what it costs (1-5)."""
+
     fact: str
     ask: str
     symptom: str
@@ -103,6 +107,8 @@ class Check:
 
 @dataclass
 class Evidence:
+    """One likelihood ratio of a cause: ``lr`` when ``when`` holds, ``else_lr`` when it does not."""
+
     when: Expr
     lr: float
     else_lr: float = 1.0
@@ -113,6 +119,8 @@ class Evidence:
 
 @dataclass
 class Cause:
+    """A root cause of one symptom: its prior, the evidence that moves it, its fixes and sources."""
+
     id: str
     symptom: str
     title: str
@@ -127,12 +135,16 @@ class Cause:
 
 @dataclass
 class FixAttempt:
+    """Something people tried for this fault that did not help, with where they said so."""
+
     text: str
     sources: list[str]
 
 
 @dataclass
 class Fix:
+    """Steps that remove a cause (``{{ expr }}`` slots computed from known facts), with sources."""
+
     id: str
     title: str
     steps: list[str]
@@ -144,6 +156,8 @@ class Fix:
 
 @dataclass
 class Symptom:
+    """What the user sees (rules/<id>.yaml): its aliases, checks, causes, and when facts show it."""
+
     id: str
     title: str
     summary: str
@@ -185,6 +199,8 @@ class Signature(NamedTuple):
 
 @dataclass
 class Article:
+    """A kb/<id>.md article: its title, markdown body and section headings."""
+
     id: str
     title: str
     body: str
@@ -194,6 +210,8 @@ class Article:
 
 @dataclass
 class KnowledgeBase:
+    """Everything rules/ and kb/ hold, by id (``lookup`` finds any of them)."""
+
     symptoms: dict[str, Symptom] = field(default_factory=dict)
     causes: dict[str, Cause] = field(default_factory=dict)
     fixes: dict[str, Fix] = field(default_factory=dict)

@@ -1,84 +1,46 @@
 """Read rules/ and kb/ into a KnowledgeBase, collecting schema problems with file and line.
 
-The knowledge ships inside the wheel as ``troubleshoot/rules`` and ``troubleshoot/kb``; in a source
-checkout the top-level ``rules/`` and ``kb/`` are read directly.
+``loading.load()`` comes here only when its snapshot is stale; ``kb lint`` always does.
 """
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import json
-import os
 import re
-from collections.abc import Callable
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ..errors import ArtifactError, LlmfixError
-from ..files import read_bytes, read_text
-from . import schema
+from ..errors import ArtifactError
+from ..files import read_text
+from . import cache, schema
 from .expr import Expr, ExprError, split_template
+from .layout import knowledge_files
 from .model import Article, Cause, Check, Evidence, FactSpec, FindingSpec, Fix, FixAttempt, KnowledgeBase, Symptom
 from .read_text import read_fact_rules, read_signatures
 from .schema import Located, Problem
 
-FINDINGS_FILE = "_findings.yaml"  # the catalogue of finding ids, beside the symptom files
 FRONT_MATTER = re.compile(r"\A---\n(.*?)\n---\n", re.S)
 MAX_FILE_BYTES = 4 * 1024 * 1024  # the largest rules file is ~40 KB (docs/resource-policy.md)
 
 
-def knowledge_root() -> Path:
-    """The folder holding rules/ and kb/: $LLMFIX_KNOWLEDGE (your own knowledge tree), the source
-    checkout, or the installed package."""
-    override = os.environ.get("LLMFIX_KNOWLEDGE")
-    if override:
-        if not (Path(override) / "rules").is_dir():
-            raise LlmfixError(f"{override}: LLMFIX_KNOWLEDGE must name a folder holding rules/ and kb/")
-        return Path(override)
-    checkout = Path(__file__).resolve().parents[2]
-    if (checkout / "rules").is_dir() and (checkout / "kb").is_dir():
-        return checkout
-    spec = importlib.util.find_spec("troubleshoot.rules")
-    if spec and spec.submodule_search_locations:
-        return Path(list(spec.submodule_search_locations)[0]).parent
-    raise LlmfixError("knowledge not found: neither rules/ beside the package nor troubleshoot.rules installed")
-
-
-@lru_cache(maxsize=4)
-def load(root: str | None = None, strict: bool = True) -> KnowledgeBase:
-    """Load the knowledge base; with ``strict`` a schema problem is an error (exit 2)."""
-    kb, problems = load_with_problems(Path(root) if root else knowledge_root())
-    if strict and problems:
-        more = f" (and {len(problems) - 1} more; run `llmfix kb lint`)" if len(problems) > 1 else ""
-        raise LlmfixError(f"{problems[0]}{more}")
-    return kb
-
-
 def load_with_problems(root: Path) -> tuple[KnowledgeBase, list[Problem]]:
     kb, problems = KnowledgeBase(), []
-    rules = root / "rules"
-    fact_files = sorted((rules / "_facts").glob("*.yaml"))
-    rule_files = sorted(p for p in rules.glob("*.yaml") if not p.name.startswith("_"))
-    finding_files = [p for p in (rules / FINDINGS_FILE,) if p.is_file()]
-    signature_files = sorted((rules / "_signatures").glob("*.yaml"))
-    articles = sorted((root / "kb").glob("*.md"))
-    cache = ParseCache(root, fact_files + rule_files + finding_files + signature_files + articles, problems)
-    kb.fingerprint = cache.fingerprint
-    readers = ((fact_files, lambda doc, path: _read_fact_file(doc, kb, problems)),
-               (rule_files, lambda doc, path: _read_symptom(doc, path.stem, kb, problems)),
-               (finding_files, lambda doc, path: _read_findings(doc, kb, problems)),
-               (signature_files, lambda doc, path: read_signatures(doc, kb, problems)))
-    for files, reader in readers:  # facts first: symptoms and signatures refer to them
-        for path in files:
-            doc = cache.parse(path, problems)
+    files = knowledge_files(root)
+    parsed = ParseCache(root, [path for group in files.values() for path in group], problems)
+    kb.fingerprint = parsed.fingerprint
+    readers = {"facts": lambda doc, path: _read_fact_file(doc, kb, problems),
+               "symptoms": lambda doc, path: _read_symptom(doc, path.stem, kb, problems),
+               "findings": lambda doc, path: _read_findings(doc, kb, problems),
+               "signatures": lambda doc, path: read_signatures(doc, kb, problems)}
+    for kind, reader in readers.items():  # facts first: symptoms and signatures refer to them
+        for path in files[kind]:
+            doc = parsed.parse(path, problems)
             if doc is not None:
                 reader(doc, path)
-    for path in articles:
-        _read_article(path, kb, problems, cache)
-    if not cache.fresh:
+    for path in files["articles"]:
+        _read_article(path, kb, problems, parsed)
+    if not parsed.fresh:
         problems.extend(unknown_facts(kb))
-    cache.save(problems)
+    parsed.save(problems)
     return kb, problems
 
 
@@ -115,21 +77,20 @@ def unknown_facts(kb: KnowledgeBase) -> list[Problem]:
 class ParseCache:
     """Parsed YAML (data and line numbers) as JSON in the user's cache folder.
 
-    Parsing ~2 MB of rules costs more than the rest of `llmfix ask` together. The cache is keyed on
-    every file's path, size, mtime and ctime: any write changes ctime, which `touch -d`/`os.utime`
-    cannot set back, so an edit that keeps size and mtime re-parses too, and a warm start reads
-    no knowledge file it does not need. Only the newest few cache files are kept. Unwritable
-    cache: no cache.
+    Parsing ~600 KB of rules costs more than the rest of `llmfix ask` together. The cache is keyed
+    on every file's path and stamp (``cache.stamp``: an edit that keeps size and mtime re-parses
+    too), and a warm start reads no knowledge file it does not need. It serves `kb lint` and a
+    load whose snapshot is stale because the code changed (snapshot.py).
     """
 
     def __init__(self, root: Path, files: list[Path], problems: list[Problem]) -> None:
         self.root, self.problems = root, problems
         self.paths = {str(path.relative_to(root)): path for path in files}
         self._texts: dict[str, str | None] = {}
-        self.key = [[rel, *_stamp(path)] for rel, path in self.paths.items()]
-        self.fingerprint = hashlib.sha1(json.dumps([str(root.resolve()), self.key]).encode()).hexdigest()[:16]
-        self.path = cache_dir() / f"parsed-{hashlib.sha1(str(root.resolve()).encode()).hexdigest()[:16]}.json"
-        saved = _load_json(self.path)
+        self.key = [[rel, *cache.stamp(path)] for rel, path in self.paths.items()]
+        self.fingerprint = cache.digest(json.dumps([str(root.resolve()), self.key]).encode())
+        self.path = cache.path("parsed", str(root.resolve()).encode())
+        saved = cache.load(self.path)
         self.fresh = _valid_cache(saved, self.key)
         self.entries: dict[str, dict | None] = saved["files"] if self.fresh else {}
 
@@ -163,16 +124,7 @@ class ParseCache:
     def save(self, problems: list[Problem]) -> None:
         if self.fresh or problems:
             return  # knowledge with problems is never cached: its messages must come again
-        _save_json(self.path, {"key": self.key, "files": self.entries})
-
-
-def _stamp(path: Path) -> list[int]:
-    """Size, mtime and ctime of a file; zeros when it cannot be stat-ed (reading it says why)."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return [0, 0, 0]
-    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+        cache.save(self.path, {"key": self.key, "files": self.entries})
 
 
 def _valid_cache(saved: Any, key: list) -> bool:
@@ -180,53 +132,6 @@ def _valid_cache(saved: Any, key: list) -> bool:
     shape ``save`` writes; an entry damaged inside is re-parsed by ``ParseCache.parse``."""
     return (isinstance(saved, dict) and saved.get("key") == key and isinstance(saved.get("files"), dict)
             and all(entry is None or isinstance(entry, dict) for entry in saved["files"].values()))
-
-
-MAX_CACHE_BYTES = 64 * 1024 * 1024
-KEEP_CACHE_FILES = 8  # per kind (parsed-*, matcher-*, ...): older ones are deleted on save
-
-
-def _load_json(path: Path) -> Any:
-    try:
-        return json.loads(read_bytes(path, MAX_CACHE_BYTES))
-    except (ArtifactError, ValueError, RecursionError):
-        return None
-
-
-def _save_json(path: Path, value: Any) -> None:
-    """Write atomically, then delete all but the newest KEEP_CACHE_FILES of the same kind."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(value, ensure_ascii=False), encoding="utf-8")
-        tmp.replace(path)
-        kind = path.name.split("-", 1)[0]
-        same = sorted(path.parent.glob(f"{kind}-*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
-        for old in same[KEEP_CACHE_FILES:]:
-            old.unlink(missing_ok=True)
-    except (OSError, TypeError, ValueError):
-        pass  # read-only home, or a YAML value JSON cannot hold: simply no cache
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "llmfix"
-
-
-def memo(kb: KnowledgeBase, name: str, build: Callable[[], Any], code: str,
-         valid: Callable[[Any], bool] = lambda value: value is not None) -> Any:
-    """A JSON-able value derived from the knowledge (the matcher's index), cached per knowledge
-    fingerprint and per version (content) of the ``code`` file that builds it; a cached value
-    that ``valid`` rejects (a damaged or foreign file) is rebuilt."""
-    version = hashlib.sha1(f"{kb.fingerprint}:".encode() + Path(code).read_bytes()).hexdigest()[:16]
-    path = cache_dir() / f"{name}-{version}.json"
-    if kb.fingerprint:
-        cached = _load_json(path)
-        if cached is not None and valid(cached):
-            return cached
-    value = build()
-    if kb.fingerprint:
-        _save_json(path, value)
-    return value
 
 
 def _parse(text: str, rel: str, problems: list[Problem], line: int = 0) -> Located | None:
@@ -451,18 +356,18 @@ def _template_ok(doc: Located, path: tuple, step: str, problems: list[Problem]) 
     return True
 
 
-def _read_article(path: Path, kb: KnowledgeBase, problems: list[Problem], cache: ParseCache) -> None:
-    rel = str(path.relative_to(cache.root))
-    text = cache.text(rel)
+def _read_article(path: Path, kb: KnowledgeBase, problems: list[Problem], parsed: ParseCache) -> None:
+    rel = str(path.relative_to(parsed.root))
+    text = parsed.text(rel)
     if text is None:
-        cache.entries[rel] = None
+        parsed.entries[rel] = None
         return
     match = FRONT_MATTER.match(text)
     if not match:
         problems.append(Problem(rel, 1, "", "missing front matter (--- id: ..., title: ... ---)"))
-        cache.entries[rel] = None
+        parsed.entries[rel] = None
         return
-    meta = cache.front_matter(rel, match.group(1), problems)
+    meta = parsed.front_matter(rel, match.group(1), problems)
     if meta is None:
         return
     if not isinstance(meta, dict) or meta.get("id") != path.stem or not meta.get("title"):
