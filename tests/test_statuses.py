@@ -255,3 +255,29 @@ def test_one_fault_confirmed_under_two_symptoms_is_reported_once(kb, mini_root):
     assert "nan-loss.invalid-mask" in ids and "loss-spike.mask-values" not in ids
     kept = cause(diag, "nan-loss.invalid-mask")  # 0.77 beats 0.61: the higher one stays
     assert kept.same_fault == ["loss-spike.mask-values"] and kept.to_json()["same_fault"] == ["loss-spike.mask-values"]
+
+
+def test_twins_are_listed_under_the_best_fitting_symptom_at_the_better_twin_score(kb, mini_root):
+    """Twins (a shared confirming condition) fold even while that condition is unknown: the report
+    is about NaN, so the NaN twin is listed, ranked at the score its better-supported twin reached."""
+    (mini_root / "rules" / "loss-spike.yaml").write_text(SPIKE + """\
+  - id: loss-spike.mask-values
+    title: Mask values other than 0/1
+    prior: 0.45
+    evidence:
+      - when: data.mask.binary == false
+        lr: 30
+        confirms: true
+    fixes: [fix-binary-mask]
+    sources: ["000_43af7a7a7fac43b8.txt"]
+""")
+    kb, problems = load_with_problems(mini_root)
+    assert not problems, problems
+    diag = diagnose(kb, {"nan-loss": 0.9, "loss-spike": 0.895})
+    ids = [c.id for c in diag.causes]
+    assert "loss-spike.mask-values" not in ids
+    shown = cause(diag, "nan-loss.invalid-mask")
+    twin_score = 0.45 * math.exp(-0.005 / MATCH_TEMPERATURE)
+    assert shown.same_fault == ["loss-spike.mask-values"] and shown.scored_as == "loss-spike.mask-values"
+    assert shown.score == pytest.approx(twin_score) and shown.posterior == pytest.approx(0.1)
+    assert shown.to_json()["scored_as"] == "loss-spike.mask-values" and "as the same fault" in shown.explain()

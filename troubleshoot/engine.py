@@ -48,6 +48,7 @@ class State:
     unknown: set[str] = field(default_factory=set)  # answered "don't know"
     evidence_only: set[str] = field(default_factory=set)  # symptoms only probes point to: their
     # causes count only where evidence moved them (siblings at their prior would be guesses)
+    fit: dict[str, float] = field(default_factory=dict)  # symptom id -> its score in the symptom table
 
     def values(self) -> dict[str, Any]:
         return {name: fact.value for name, fact in self.facts.items()}
@@ -107,10 +108,8 @@ def rank(state: State) -> list[RankedCause]:
     """Every cause of the weighted symptoms in the order of the score shown (weight × posterior).
 
     A cause belongs to one symptom (its id starts with it), so it is scored once; and one fault
-    is reported once: a cause confirmed by the same holding condition as a cause already listed
-    (a non-binary mask confirms both nan-loss.invalid-mask and mask-error.non-binary) is folded
-    into it as ``same_fault``."""
-    ranked, confirming = [], {}
+    is reported once (``_one_report_per_fault``)."""
+    ranked = []
     values = state.values()
     for sid, weight in state.weights.items():
         for cause in state.kb.symptoms[sid].causes:
@@ -118,25 +117,47 @@ def rank(state: State) -> list[RankedCause]:
             status = status_of(cause.prior, lines, confirmed, posterior, weight)
             if sid in state.evidence_only and status == "untested":
                 continue
-            held = {line.condition for line in lines if line.holds}
-            confirming[cause.id] = {ev.when.source for ev in cause.evidence if ev.confirms} & held
             ranked.append(RankedCause(
                 cause.id, sid, cause.title, posterior * weight, status, cause.prior, lines,
                 [_render_fix(state.kb, fid, values) for fid in cause.fixes if fid in state.kb.fixes],
                 cause.sources, cause.summary, posterior, weight))
+    ranked = _one_report_per_fault(ranked, twins(state.kb), state.fit)
     ranked.sort(key=lambda c: (-c.score, c.status != "confirmed", c.id))
-    return _one_report_per_fault(ranked, confirming)
+    return ranked
 
 
-def _one_report_per_fault(ranked: list[RankedCause], confirming: Mapping[str, set[str]]) -> list[RankedCause]:
-    kept, owner = [], {}  # confirming condition -> the listed cause it confirmed first
-    for cause in ranked:
-        first = next((owner[c] for c in sorted(confirming[cause.id]) if c in owner), None)
-        if first is not None and first.symptom != cause.symptom:  # one symptom's causes stay apart
-            first.same_fault.append(cause.id)
+def twins(kb: KnowledgeBase) -> dict[str, set[str]]:
+    """Causes of other symptoms that are the same fault: they share a confirming condition
+    (``data.mask.binary == false`` confirms nan-loss.invalid-mask and mask-error.non-binary)."""
+    by_condition: dict[str, set[str]] = {}
+    for cause in kb.causes.values():
+        for ev in cause.evidence:
+            if ev.confirms:
+                by_condition.setdefault(ev.when.source, set()).add(cause.id)
+    out: dict[str, set[str]] = {}
+    for ids in by_condition.values():
+        for cid in ids:
+            out.setdefault(cid, set()).update(i for i in ids if i.split(".")[0] != cid.split(".")[0])
+    return out
+
+
+def _one_report_per_fault(ranked: list[RankedCause], twin_ids: Mapping[str, set[str]],
+                          fit: Mapping[str, float]) -> list[RankedCause]:
+    """One entry per fault. Of twins, the one listed is the twin under the symptom that fits the
+    report best (weight, then how well it matched, then its own score); it is ranked at the best
+    score any twin reached (with that twin's status), so folding never loses the better-supported
+    twin's evidence. The others are named in its ``same_fault``."""
+    by_id = {c.id: c for c in ranked}
+    kept, folded = [], set()
+    for cause in sorted(ranked, key=lambda c: (-c.weight, -fit.get(c.symptom, 0.0), -c.score, c.id)):
+        if cause.id in folded:
             continue
-        for condition in confirming[cause.id]:
-            owner[condition] = cause
+        group = [by_id[i] for i in sorted(twin_ids.get(cause.id, ())) if i in by_id and i not in folded]
+        best = max([cause, *group], key=lambda c: (c.score, c.status == "confirmed"))
+        if best is not cause:
+            cause.score, cause.status, cause.scored_as = best.score, best.status, best.id
+        cause.same_fault = [c.id for c in group]
+        folded.update(cause.same_fault)
         kept.append(cause)
     return kept
 
@@ -277,7 +298,7 @@ def diagnose(kb: KnowledgeBase, matched: Mapping[str, float], observations: Obse
     symptoms = [s for s in symptom_table(kb, matched, facts, observations.symptoms) if s.id in kb.symptoms]
     weights = {s.id: s.weight for s in symptoms if s.weight > 0}
     evidence_only = {s.id for s in symptoms if s.match is None and not s.observed}
-    state = State(kb, weights, facts, evidence_only=evidence_only)
+    state = State(kb, weights, facts, evidence_only=evidence_only, fit={s.id: s.score for s in symptoms})
     asked = 0
     while asker is not None and asked < max_questions:
         questions = open_questions(state)
