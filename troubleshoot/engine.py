@@ -230,18 +230,25 @@ def implied_symptoms(kb: KnowledgeBase, facts: Mapping[str, Fact]) -> dict[str, 
     """Symptoms that probed facts point to: a cause lifted to ≥ 0.25 by a holding item of ratio ≥ 2.
 
     Healthy artifacts still publish facts (padding side, dtype, ...); weak ones must not turn a
-    clean report into a list of possible problems."""
+    clean report into a list of possible problems, and run settings (``_is_setting``) never do."""
     values = {name: f.value for name, f in facts.items()}
     implied: dict[str, float] = {}
     for cause in kb.causes.values():
         for ev in cause.evidence:
             if (ev.lr < IMPLIES_SYMPTOM_LR or not _holds(ev.when, values)
-                    or all(facts[n].source == SETTINGS_SOURCE for n in ev.when.facts & facts.keys())):
+                    or all(_is_setting(kb, facts[n]) for n in ev.when.facts & facts.keys())):
                 continue
             score = score_cause(cause, facts)[0]
             if score >= IMPLIES_SYMPTOM_SCORE:
                 implied[cause.symptom] = max(implied.get(cause.symptom, 0.0), score)
     return implied
+
+
+def _is_setting(kb: KnowledgeBase, fact: Fact) -> bool:
+    """A run setting (read from a script or config, or a configurable value named in the text:
+    "zero3", "bf16", "lr 1e-5") describes the setup, not a problem."""
+    spec = kb.facts.get(fact.name)
+    return fact.source == SETTINGS_SOURCE or (fact.source == "text" and bool(spec and spec.keys))
 
 
 def observed(symptom: Symptom, values: Mapping[str, Any]) -> bool | None:

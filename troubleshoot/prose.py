@@ -25,6 +25,7 @@ actual behaviour|others|other|describe the bug|bug description|description|remin
 additional context|additional information|screenshots|logs|error message|error log|
 is there an existing issue for this?|anything else?|launcher|minimal reproducible example|
 your contribution|motivation|feature request|checklist|before submitting|
+your hardware and system info|hardware and system info|how to reproduce|what happened|
 复现|复现方法|复现步骤|复现过程|预期行为|期望行为|期待表现|预期结果|当前行为|实际行为|系统信息|系統信息|环境信息|运行环境|环境|
 其他信息|其他|问题描述|报错信息|错误信息|补充信息|是否已有关于该错误的issue或讨论?|
 """.replace("\n", "").split("|")) - {""}
