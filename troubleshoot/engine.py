@@ -33,6 +33,7 @@ MIN_QUESTION_VALUE = 0.02   # below this an answer would not visibly change the 
 IMPLIES_SYMPTOM_LR = 2.0    # a probed fact with at least this ratio ...
 IMPLIES_SYMPTOM_SCORE = 0.25  # ... that lifts a cause at least this high puts its symptom on the table
 MATCH_TEMPERATURE = 0.02    # weight of a matched symptom: exp(-(best match - its match) / this)
+OBSERVED_LEAD = 0.03        # a symptom seen to happen counts as matching this much better (weight x0.22)
 SETTINGS_SOURCE = "probe:setup"  # run settings describe the setup, not a problem: they never imply a symptom
 
 Asker = Callable[[Question], Any]  # returns a value, None for "don't know"; raises EOFError to stop
@@ -269,16 +270,20 @@ def symptom_table(kb: KnowledgeBase, matched: Mapping[str, float], facts: Mappin
 
     Weights (docs/knowledge-format.md, "Ranking across symptoms"): 1 when an artifact shows it;
     a matched one ``exp(-(best match - match) / MATCH_TEMPERATURE)``, so a weaker second symptom's
-    priors fall behind the best symptom's causes unless the two matched about equally; one that
+    priors fall behind the best symptom's causes unless the two matched about equally (with a
+    symptom observed, the best match counts OBSERVED_LEAD higher: x0.22 for the others); one that
     probed facts imply, the implied posterior (at least), so a fault the user did not report does
     not push the reported symptom's own causes down. ``shown`` are symptoms an artifact recorded
     directly (the live guard saw the NaN happen): observed whatever the facts say."""
     values = {name: f.value for name, f in facts.items()}
     implied = implied_symptoms(kb, facts)
-    top = max(matched.values(), default=0.0)
+    seen_by = {sid: True if sid in (shown or {}) else observed(symptom, values) for sid, symptom in kb.symptoms.items()}
+    # What was seen to happen is what the report is about: beside it, a symptom only the words
+    # suggest weighs as if it had matched OBSERVED_LEAD worse than the best match.
+    top = max(matched.values(), default=0.0) + (OBSERVED_LEAD if any(seen_by.values()) else 0.0)
     table = []
     for sid, symptom in kb.symptoms.items():
-        seen = True if sid in (shown or {}) else observed(symptom, values)
+        seen = seen_by[sid]
         match, lifted = matched.get(sid), implied.get(sid)
         if seen is False and match is None or not (match or lifted or seen):
             continue
