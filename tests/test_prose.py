@@ -85,6 +85,11 @@ def test_template_headings_checkboxes_env_lines_and_links_are_removed():
     assert "becomes nan" in words and "grad_norm" not in words and "fp16=True" not in words and "@" not in words
 
 
+def test_a_link_keeps_only_its_repository_name():
+    text = prose("fixed in https://github.com/ggerganov/llama.cpp/pull/2276, see https://www.reddit.com/r/x/1")
+    assert "llama cpp" in text and "pull" not in text and "reddit" not in text and "2276" not in text
+
+
 def test_chinese_and_bilingual_template_headings():
     text = prose("### 复现\n\nloss 变成 nan\n\n### 预期行为\n\n正常\n\n### System Info / 系統信息\n\n- 平台：Linux\n")
     assert "复现" not in text and "预期行为" not in text and "系統信息" not in text and "平台" not in text

@@ -6,8 +6,9 @@ such as "System Info", "Reproduction", "### 复现", checkbox lines, environment
 counts as an unknown English word, and a long, clear report would read as a guess.
 
 * ``prose(text)``: the report without template boilerplate, URLs, directories, version strings
-  and hashes (a file keeps its name: `convert.py` is `convert`); what the matcher scores (pasted
-  error lines stay: they match error aliases).
+  and hashes (a file keeps its name, `convert.py` is `convert`; a link its repository,
+  `github.com/ggerganov/llama.cpp/pull/1` is `llama cpp`); what the matcher scores (pasted error
+  lines stay: they match error aliases).
 * ``language(text)``: ``prose`` without code (fenced blocks, backticks) and code identifiers
   (`grad_norm`, `model.half`, `gradientCheckpointing`, `4090ti`): the words whose share of known
   words decides whether a match is weak.
@@ -75,11 +76,21 @@ def prose(text: str) -> str:
         if _template_line(line):
             continue
         lines.append(line)
-    out = _URL.sub(" ", _PROMPTS.sub(" ", "\n".join(lines)))
+    out = _URL.sub(_repository, _PROMPTS.sub(" ", "\n".join(lines)))
     out = _PATH.sub(_file_name, out)
     for pattern in (_HASH, _VERSION):
         out = pattern.sub(" ", out)
     return out
+
+
+_REPO_URL = re.compile(r"(?:github\.com|gitlab\.com|huggingface\.co)/[\w.-]{1,100}/(?P<repo>[\w.-]{1,100})", re.ASCII)
+
+
+def _repository(url: re.Match) -> str:
+    """A link says what it is about through the repository it points to: `.../ggerganov/llama.cpp/pull/1`
+    -> `llama.cpp`; anything else in it is noise."""
+    repo = _REPO_URL.search(url.group(0))
+    return " " + repo.group("repo").replace(".", " ") + " " if repo else " "
 
 
 def _file_name(path: re.Match) -> str:
