@@ -83,8 +83,8 @@ class RankedCause:
     def to_json(self) -> dict:
         return {"id": self.id, "symptom": self.symptom, "title": self.title, "score": round(self.score, 4),
                 "status": self.status, "prior": self.prior, "posterior": round(self.posterior, 4),
-                "symptom_weight": round(self.weight, 4), "same_fault": self.same_fault, "scored_as": self.scored_as or None,
-                "why": self.explain(),
+                "symptom_weight": round(self.weight, 4), "same_fault": self.same_fault,
+                "scored_as": self.scored_as or None, "why": self.explain(),
                 "evidence": [e.to_json() for e in self.evidence],
                 "fixes": [f.to_json() for f in self.fixes], "sources": self.sources}
 
