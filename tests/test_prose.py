@@ -104,7 +104,7 @@ def test_a_loss_value_is_not_a_version_and_an_error_line_stays():
 def test_long_template_reports_are_matched_not_weak(shipped_kb):
     matcher = SymptomMatcher(shipped_kb)
     for body in (TRANSFORMERS_STYLE, LLAMAFACTORY_STYLE):
-        matches = matcher.match(body)
+        matches = matcher.match_report(body)
         assert matches[0].id == "nan-loss", matches[:3]
         assert matcher.verdict(body, matches) == "match"
 
@@ -115,4 +115,4 @@ def test_a_report_of_unknown_words_is_still_weak(shipped_kb):
     for words in ("my colleagues say the dashboards look odd since yesterday, numbers disagree with spreadsheets",
                   "the chatbot answers politely but customers complain about the tone in emails"):
         query = f"### Reproduction\n\n{words}\n\n### Expected behavior\n\n- [x] I searched the issues"
-        assert matcher.verdict(query, matcher.match(query)) == "weak", words
+        assert matcher.verdict(query, matcher.match_report(query)) == "weak", words

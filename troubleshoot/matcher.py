@@ -126,8 +126,14 @@ class SymptomMatcher:
                     known.append(hit[0])
         return known
 
+    def match_report(self, report: str, limit: int | None = None) -> list[Match]:
+        """``match`` on what a pasted report says (``prose``): its head and tail when long, without
+        template headings, links, paths and versions, which say nothing about the problem."""
+        return self.match(prose(bounded(report)), limit)
+
     def match(self, query: str, limit: int | None = None) -> list[Match]:
-        query = prose(bounded(query))  # template headings, links, paths and versions say nothing
+        """Every symptom scored against ``query`` as written (the site's search box mirrors this)."""
+        query = bounded(query)
         norm = normalize(query)
         known = self._known(tokens(query))
         total = min(sum(self.idf[t] for t in known), self.word_mass_cap) or 1.0

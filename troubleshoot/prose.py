@@ -48,9 +48,9 @@ _ENV_KEYS = re.compile(
 _PACKAGE_VERSION = re.compile(r"v?\d{1,6}\.\d{1,6}\S{0,30}(?:\s{1,3}\([^)]{0,30}\))?$")
 _METRIC = re.compile(r"loss|norm|\blr\b|rate|step|epoch|acc|reward|kl|scale|ppl|perplexity|损失|学习率", re.IGNORECASE)
 
-_URL = re.compile(r"\b(?:https?://|www\.)\S{1,2000}|(?<!\w)@[\w-]{1,40}", re.IGNORECASE)  # and @mentions
+_URL = re.compile(r"\b(?:https?://|www\.)\S{1,2000}|(?<!\w)@[\w-]{1,40}", re.IGNORECASE | re.ASCII)  # and @mentions
 _PATH = re.compile(
-    r"(?:(?<![\w.])(?:~|\.{1,2})?/(?:[\w.+@-]{1,200}/){0,30}[\w.+@-]{1,200}"   # /a/b, ./x, ~/x
+    r"(?:(?<![\w.])(?:~/|\.{1,2}/|/[\w.+@-]{1,200}/)(?:[\w.+@-]{1,200}/){0,30}[\w.+@-]{1,200}"  # /a/b, ./x, ~/x
     r"|\b[a-zA-Z]:\\[^\s]{1,500}"                                              # C:\x\y
     r"|\b[\w.-]{1,200}\.(?:py|sh|yaml|yml|json|jsonl|txt|log|md|bin|pt|pth|safetensors|ckpt|"
     r"gguf|csv|parquet|ipynb|toml|cfg|cpp|cu|h)\b)", re.ASCII)
