@@ -328,7 +328,7 @@ def _symptoms_in_words(kb, query: str, interactive: bool) -> tuple[str, list, li
     from .matcher import MIN_SCORE, SymptomMatcher, pick
 
     matcher = SymptomMatcher(kb)
-    ranked = matcher.match(query)
+    ranked = matcher.match_report(query)
     verdict = matcher.verdict(query, ranked)
     if verdict == "weak":
         candidates = [m for m in ranked if m.score >= MIN_SCORE][:3]

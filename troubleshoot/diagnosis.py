@@ -64,6 +64,7 @@ class RankedCause:
     posterior: float = 0.0  # P(cause | its symptom, the evidence)
     weight: float = 1.0     # how sure llmfix is of the symptom (engine.symptom_table)
     same_fault: list[str] = field(default_factory=list)  # other symptoms' ids for this very fault
+    scored_as: str = ""  # the same_fault twin whose (higher) score and status this entry shows
 
     def explain(self) -> str:
         """'prior 0.10 × 30 (data.mask.binary = False) → 0.77', so the score can be recomputed;
@@ -79,12 +80,15 @@ class RankedCause:
                 parts.append(f"× {lines[0].factor:g} ({facts})")
         if self.weight != 1:
             parts.append(f"→ {self.posterior:.2f} × {self.weight:.2f} (symptom weight)")
+        if self.scored_as:
+            parts.append(f"→ {self.posterior * self.weight:.2f}; as the same fault {self.scored_as}")
         return " ".join(parts) + f" → {self.score:.2f}"
 
     def to_json(self) -> dict:
         return {"id": self.id, "symptom": self.symptom, "title": self.title, "score": round(self.score, 4),
                 "status": self.status, "prior": self.prior, "posterior": round(self.posterior, 4),
-                "symptom_weight": round(self.weight, 4), "same_fault": self.same_fault, "why": self.explain(),
+                "symptom_weight": round(self.weight, 4), "same_fault": self.same_fault,
+                "scored_as": self.scored_as or None, "why": self.explain(),
                 "evidence": [e.to_json() for e in self.evidence],
                 "fixes": [f.to_json() for f in self.fixes], "sources": self.sources}
 

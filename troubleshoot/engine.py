@@ -33,6 +33,7 @@ MIN_QUESTION_VALUE = 0.02   # below this an answer would not visibly change the 
 IMPLIES_SYMPTOM_LR = 2.0    # a probed fact with at least this ratio ...
 IMPLIES_SYMPTOM_SCORE = 0.25  # ... that lifts a cause at least this high puts its symptom on the table
 MATCH_TEMPERATURE = 0.02    # weight of a matched symptom: exp(-(best match - its match) / this)
+OBSERVED_LEAD = 0.03        # a symptom seen to happen counts as matching this much better (weight x0.22)
 SETTINGS_SOURCE = "probe:setup"  # run settings describe the setup, not a problem: they never imply a symptom
 
 Asker = Callable[[Question], Any]  # returns a value, None for "don't know"; raises EOFError to stop
@@ -48,6 +49,7 @@ class State:
     unknown: set[str] = field(default_factory=set)  # answered "don't know"
     evidence_only: set[str] = field(default_factory=set)  # symptoms only probes point to: their
     # causes count only where evidence moved them (siblings at their prior would be guesses)
+    fit: dict[str, float] = field(default_factory=dict)  # symptom id -> its score in the symptom table
 
     def values(self) -> dict[str, Any]:
         return {name: fact.value for name, fact in self.facts.items()}
@@ -107,10 +109,8 @@ def rank(state: State) -> list[RankedCause]:
     """Every cause of the weighted symptoms in the order of the score shown (weight × posterior).
 
     A cause belongs to one symptom (its id starts with it), so it is scored once; and one fault
-    is reported once: a cause confirmed by the same holding condition as a cause already listed
-    (a non-binary mask confirms both nan-loss.invalid-mask and mask-error.non-binary) is folded
-    into it as ``same_fault``."""
-    ranked, confirming = [], {}
+    is reported once (``_one_report_per_fault``)."""
+    ranked = []
     values = state.values()
     for sid, weight in state.weights.items():
         for cause in state.kb.symptoms[sid].causes:
@@ -118,25 +118,47 @@ def rank(state: State) -> list[RankedCause]:
             status = status_of(cause.prior, lines, confirmed, posterior, weight)
             if sid in state.evidence_only and status == "untested":
                 continue
-            held = {line.condition for line in lines if line.holds}
-            confirming[cause.id] = {ev.when.source for ev in cause.evidence if ev.confirms} & held
             ranked.append(RankedCause(
                 cause.id, sid, cause.title, posterior * weight, status, cause.prior, lines,
                 [_render_fix(state.kb, fid, values) for fid in cause.fixes if fid in state.kb.fixes],
                 cause.sources, cause.summary, posterior, weight))
+    ranked = _one_report_per_fault(ranked, twins(state.kb), state.fit)
     ranked.sort(key=lambda c: (-c.score, c.status != "confirmed", c.id))
-    return _one_report_per_fault(ranked, confirming)
+    return ranked
 
 
-def _one_report_per_fault(ranked: list[RankedCause], confirming: Mapping[str, set[str]]) -> list[RankedCause]:
-    kept, owner = [], {}  # confirming condition -> the listed cause it confirmed first
-    for cause in ranked:
-        first = next((owner[c] for c in sorted(confirming[cause.id]) if c in owner), None)
-        if first is not None and first.symptom != cause.symptom:  # one symptom's causes stay apart
-            first.same_fault.append(cause.id)
+def twins(kb: KnowledgeBase) -> dict[str, set[str]]:
+    """Causes of other symptoms that are the same fault: they share a confirming condition
+    (``data.mask.binary == false`` confirms nan-loss.invalid-mask and mask-error.non-binary)."""
+    by_condition: dict[str, set[str]] = {}
+    for cause in kb.causes.values():
+        for ev in cause.evidence:
+            if ev.confirms:
+                by_condition.setdefault(ev.when.source, set()).add(cause.id)
+    out: dict[str, set[str]] = {}
+    for ids in by_condition.values():
+        for cid in ids:
+            out.setdefault(cid, set()).update(i for i in ids if i.split(".")[0] != cid.split(".")[0])
+    return out
+
+
+def _one_report_per_fault(ranked: list[RankedCause], twin_ids: Mapping[str, set[str]],
+                          fit: Mapping[str, float]) -> list[RankedCause]:
+    """One entry per fault. Of twins, the one listed is the twin under the symptom that fits the
+    report best (weight, then how well it matched, then its own score); it is ranked at the best
+    score any twin reached (with that twin's status), so folding never loses the better-supported
+    twin's evidence. The others are named in its ``same_fault``."""
+    by_id = {c.id: c for c in ranked}
+    kept, folded = [], set()
+    for cause in sorted(ranked, key=lambda c: (-c.weight, -fit.get(c.symptom, 0.0), -c.score, c.id)):
+        if cause.id in folded:
             continue
-        for condition in confirming[cause.id]:
-            owner[condition] = cause
+        group = [by_id[i] for i in sorted(twin_ids.get(cause.id, ())) if i in by_id and i not in folded]
+        best = max([cause, *group], key=lambda c: (c.score, c.status == "confirmed"))
+        if best is not cause:
+            cause.score, cause.status, cause.scored_as = best.score, best.status, best.id
+        cause.same_fault = [c.id for c in group]
+        folded.update(cause.same_fault)
         kept.append(cause)
     return kept
 
@@ -209,18 +231,25 @@ def implied_symptoms(kb: KnowledgeBase, facts: Mapping[str, Fact]) -> dict[str, 
     """Symptoms that probed facts point to: a cause lifted to ≥ 0.25 by a holding item of ratio ≥ 2.
 
     Healthy artifacts still publish facts (padding side, dtype, ...); weak ones must not turn a
-    clean report into a list of possible problems."""
+    clean report into a list of possible problems, and run settings (``_is_setting``) never do."""
     values = {name: f.value for name, f in facts.items()}
     implied: dict[str, float] = {}
     for cause in kb.causes.values():
         for ev in cause.evidence:
             if (ev.lr < IMPLIES_SYMPTOM_LR or not _holds(ev.when, values)
-                    or all(facts[n].source == SETTINGS_SOURCE for n in ev.when.facts & facts.keys())):
+                    or all(_is_setting(kb, facts[n]) for n in ev.when.facts & facts.keys())):
                 continue
             score = score_cause(cause, facts)[0]
             if score >= IMPLIES_SYMPTOM_SCORE:
                 implied[cause.symptom] = max(implied.get(cause.symptom, 0.0), score)
     return implied
+
+
+def _is_setting(kb: KnowledgeBase, fact: Fact) -> bool:
+    """A run setting (read from a script or config, or a configurable value named in the text:
+    "zero3", "bf16", "lr 1e-5") describes the setup, not a problem."""
+    spec = kb.facts.get(fact.name)
+    return fact.source == SETTINGS_SOURCE or (fact.source == "text" and bool(spec and spec.keys))
 
 
 def observed(symptom: Symptom, values: Mapping[str, Any]) -> bool | None:
@@ -241,16 +270,20 @@ def symptom_table(kb: KnowledgeBase, matched: Mapping[str, float], facts: Mappin
 
     Weights (docs/knowledge-format.md, "Ranking across symptoms"): 1 when an artifact shows it;
     a matched one ``exp(-(best match - match) / MATCH_TEMPERATURE)``, so a weaker second symptom's
-    priors fall behind the best symptom's causes unless the two matched about equally; one that
+    priors fall behind the best symptom's causes unless the two matched about equally (with a
+    symptom observed, the best match counts OBSERVED_LEAD higher: x0.22 for the others); one that
     probed facts imply, the implied posterior (at least), so a fault the user did not report does
     not push the reported symptom's own causes down. ``shown`` are symptoms an artifact recorded
     directly (the live guard saw the NaN happen): observed whatever the facts say."""
     values = {name: f.value for name, f in facts.items()}
     implied = implied_symptoms(kb, facts)
-    top = max(matched.values(), default=0.0)
+    seen_by = {sid: True if sid in (shown or {}) else observed(symptom, values) for sid, symptom in kb.symptoms.items()}
+    # What was seen to happen is what the report is about: beside it, a symptom only the words
+    # suggest weighs as if it had matched OBSERVED_LEAD worse than the best match.
+    top = max(matched.values(), default=0.0) + (OBSERVED_LEAD if any(seen_by.values()) else 0.0)
     table = []
     for sid, symptom in kb.symptoms.items():
-        seen = True if sid in (shown or {}) else observed(symptom, values)
+        seen = seen_by[sid]
         match, lifted = matched.get(sid), implied.get(sid)
         if seen is False and match is None or not (match or lifted or seen):
             continue
@@ -277,7 +310,7 @@ def diagnose(kb: KnowledgeBase, matched: Mapping[str, float], observations: Obse
     symptoms = [s for s in symptom_table(kb, matched, facts, observations.symptoms) if s.id in kb.symptoms]
     weights = {s.id: s.weight for s in symptoms if s.weight > 0}
     evidence_only = {s.id for s in symptoms if s.match is None and not s.observed}
-    state = State(kb, weights, facts, evidence_only=evidence_only)
+    state = State(kb, weights, facts, evidence_only=evidence_only, fit={s.id: s.score for s in symptoms})
     asked = 0
     while asker is not None and asked < max_questions:
         questions = open_questions(state)

@@ -24,6 +24,7 @@ from rapidfuzz import fuzz, process
 
 from .knowledge.cache import memo
 from .knowledge.model import KnowledgeBase
+from .prose import language, prose
 
 WORD_WEIGHT, PHRASE_WEIGHT = 0.6, 0.4
 MIN_SCORE = 0.25          # below this nothing matched
@@ -36,6 +37,7 @@ WEAK_MATCH = 0.35         # below this best score the match is only a guess: sho
 ANCHOR_SHARE = 0.4        # off-topic: no query word has this share of the highest idf (a word of one symptom)
 MIN_KNOWN_SHARE = 0.5     # weak: fewer of the query's English words than this are known words
 TYPICAL_SHARE_SCALE = 4   # a word in a quarter of a symptom's aliases gets the full weight
+REPORT_WORDS = 8          # the word signal is a share of at most this many distinctive words' idf
 
 STOPWORDS = frozenset("""
 a an the is are was were be been being to of in on at for with and or but not no my our your i we
@@ -108,6 +110,9 @@ class SymptomMatcher:
         self.entries = [_Entry(**entry) for entry in index["entries"]]
         self.idf = index["idf"]
         self.vocab = list(self.idf)
+        # A long report is not diluted by its length: its best symptom needs no more distinctive
+        # words than a query of REPORT_WORDS words would (its context words lower nobody's rank).
+        self.word_mass_cap = REPORT_WORDS * math.log(1 + len(self.entries))
 
     def _known(self, query_tokens: list[str]) -> list[str]:
         """Snap unknown words to the nearest known word (typos: 'overflwo', 'nccl timout')."""
@@ -121,14 +126,20 @@ class SymptomMatcher:
                     known.append(hit[0])
         return known
 
+    def match_report(self, report: str, limit: int | None = None) -> list[Match]:
+        """``match`` on what a pasted report says (``prose``): its head and tail when long, without
+        template headings, links, paths and versions, which say nothing about the problem."""
+        return self.match(prose(bounded(report)), limit)
+
     def match(self, query: str, limit: int | None = None) -> list[Match]:
+        """Every symptom scored against ``query`` as written (the site's search box mirrors this)."""
         query = bounded(query)
         norm = normalize(query)
         known = self._known(tokens(query))
-        total = sum(self.idf[t] for t in known) or 1.0
+        total = min(sum(self.idf[t] for t in known), self.word_mass_cap) or 1.0
         results = []
         for entry in self.entries:
-            words = sum(self.idf[t] * entry.words[t] for t in known if t in entry.words) / total
+            words = min(1.0, sum(self.idf[t] * entry.words[t] for t in known if t in entry.words) / total)
             phrase, alias = self._phrase(norm, entry)
             score = WORD_WEIGHT * words + PHRASE_WEIGHT * phrase
             results.append(Match(entry.id, entry.title, round(score, 4), words, phrase, alias))
@@ -142,18 +153,27 @@ class SymptomMatcher:
         distinctive known word (typo snapping turns 'bread' into 'read'; this does not count) and
         no alias stands whole in it (an alias such as 'loss 0 from step 1' is distinctive through
         its numbers, which are not words).
-        Weak: the best score is under WEAK_MATCH, or most of its English words are unknown."""
-        words = list(dict.fromkeys(tokens(query)))
-        exact = [w for w in words if w in self.idf]
+        Weak: the best score is under WEAK_MATCH, or most of the English words the writer wrote
+        (not code, identifiers or template text: ``prose.language``) are unknown, in a report
+        written mainly in English."""
+        query = bounded(query)
+        exact = [w for w in dict.fromkeys(tokens(prose(query))) if w in self.idf]
         anchor = ANCHOR_SHARE * math.log(1 + len(self.entries))
         anchored = max((self.idf[w] for w in exact), default=0) >= anchor or bool(matches and matches[0].phrase >= 1)
         if not matches or matches[0].score < MIN_SCORE or not anchored:
             return "off-topic"
-        latin = [w for w in words if w.isascii()]
-        unknown_words = len(latin) >= 2 and sum(w in self.idf for w in latin) < MIN_KNOWN_SHARE * len(latin)
-        if matches[0].score < WEAK_MATCH or unknown_words:
+        if matches[0].score < WEAK_MATCH or self._mostly_unknown(language(query)):
             return "weak"
         return "match"
+
+    def _mostly_unknown(self, words_text: str) -> bool:
+        """Fewer than MIN_KNOWN_SHARE of two or more English words are known words, and English is
+        the report's language (the English names in a Chinese report are no measure of it)."""
+        words = list(dict.fromkeys(tokens(words_text)))
+        latin = [w for w in words if w.isascii()]
+        if len(latin) < 2 or len(latin) < len(words) - len(latin):
+            return False
+        return sum(w in self.idf for w in latin) < MIN_KNOWN_SHARE * len(latin)
 
     @staticmethod
     def _phrase(norm: str, entry: _Entry) -> tuple[float, str]:

@@ -104,7 +104,8 @@ def search_index(kb: KnowledgeBase, urls: dict[str, str]) -> dict:
     m = matcher.SymptomMatcher(kb)
     consts = ("WORD_WEIGHT", "PHRASE_WEIGHT", "MIN_SCORE", "AMBIGUOUS_MARGIN", "TYPO_CUTOFF", "PASTED_DISCOUNT")
     return {
-        "consts": {name: getattr(matcher, name) for name in consts if hasattr(matcher, name)},
+        "consts": {**{name: getattr(matcher, name) for name in consts if hasattr(matcher, name)},
+                   "word_mass_cap": m.word_mass_cap},
         "stopwords": sorted(matcher.STOPWORDS),
         "cjk_stopwords": sorted(set(matcher.CJK_STOP) | set(matcher.CJK_STOP_CHARS)),
         "vocab": m.vocab,

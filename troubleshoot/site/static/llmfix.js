@@ -239,11 +239,11 @@
     var norm = normalize(query), known = this.known(this.tokens(query)), self = this;
     var total = 0;
     known.forEach(function (t) { total += self.idf.get(t); });
-    total = total || 1.0;
+    total = Math.min(total, self.c.word_mass_cap) || 1.0;   // a long query is not diluted by its length
     var results = this.entries.map(function (entry) {
       var words = 0;
       known.forEach(function (t) { if (entry.words.has(t)) words += self.idf.get(t) * entry.words.get(t); });
-      words = words / total;
+      words = Math.min(1.0, words / total);
       var p = self.phrase(norm, entry);
       var score = self.c.WORD_WEIGHT * words + self.c.PHRASE_WEIGHT * p[0];
       return { id: entry.id, title: entry.title, url: entry.url, score: Number(score.toFixed(4)),
