@@ -274,11 +274,21 @@ def _run_probes(paths: tuple[str, ...], **switches: Any) -> Observations:
     from .loaders import detect
     from .probes import ProbeContext, run_all
 
+    artifacts, unreadable = [], []
+    for path in paths:
+        try:
+            artifacts.append(detect(path))
+        except LlmfixError as err:
+            unreadable.append(err)
     try:
-        artifacts = [detect(p) for p in paths]
-        return run_all(ProbeContext(artifacts, **switches))
+        if unreadable and not artifacts:
+            raise unreadable[0]
+        observations = run_all(ProbeContext(artifacts, **switches))
     except LlmfixError as err:
         raise Failure(str(err)) from None
+    for err in unreadable:  # one bad path among good ones: an error finding, the others still probed
+        observations.find("input.unreadable", "error", str(err), getattr(err, "path", ""))
+    return observations
 
 
 @main.command()

@@ -439,7 +439,7 @@ def _plain(obj: Any, depth: int = 0) -> Any:
 
 def _is_batch(keys) -> bool:
     """Batch columns, at the top or under a wrapper ({"batch": {"input_ids": ...}}), and no weights."""
-    keys = list(keys)
+    keys = [str(k) for k in keys]  # a pickled dict may have int or tuple keys
     return (any(k.rsplit(".", 1)[-1] in BATCH_KEYS for k in keys)
             and not any(k.endswith((".weight", ".bias")) for k in keys))
 

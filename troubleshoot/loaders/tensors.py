@@ -342,4 +342,4 @@ def iter_tensors(path: Path, allow_namespace: bool = False) -> Iterator[tuple[st
     state = unwrap_state_dict(load_pickle(path, allow_namespace=allow_namespace))
     if state is None:
         raise ArtifactError(path, "holds no tensors (expected a state dict)")
-    yield from state.items()
+    yield from ((str(name), tensor) for name, tensor in state.items())  # a pickle may have int keys
