@@ -279,7 +279,7 @@ def unwrap_state_dict(obj: Any) -> dict[str, Any] | None:
         if not isinstance(obj, dict) or is_optimizer_state(obj):
             return None
         if obj and all(isinstance(v, torch.Tensor) for v in obj.values()):
-            return obj
+            return obj if all(isinstance(k, str) for k in obj) else {str(k): v for k, v in obj.items()}
         inner = next((obj[k] for k in NESTED_KEYS if isinstance(obj.get(k), dict)), None)
         if inner is None:
             break
@@ -342,4 +342,4 @@ def iter_tensors(path: Path, allow_namespace: bool = False) -> Iterator[tuple[st
     state = unwrap_state_dict(load_pickle(path, allow_namespace=allow_namespace))
     if state is None:
         raise ArtifactError(path, "holds no tensors (expected a state dict)")
-    yield from ((str(name), tensor) for name, tensor in state.items())  # a pickle may have int keys
+    yield from state.items()
