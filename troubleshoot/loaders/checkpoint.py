@@ -257,7 +257,7 @@ def _open_hf(root: Path, path: Path) -> Checkpoint:
         ckpt.config_source = config_name
         ckpt.issues += [Finding("config.bad_value", "error", f"{config_name}: {why}; ignored", config_name)
                         for why in bad]
-    elif ckpt.weight_files:
+    elif ckpt.weight_files and not any(e.name == "config.json" for e, _ in ckpt.unreadable):
         raise ArtifactError(root, f"no config.json beside {ckpt.weight_files[0].name}: give the weight file "
                                   "itself to probe it as a bare state dict")
     if "generation_config.json" in files:
