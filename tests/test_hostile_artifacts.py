@@ -129,7 +129,46 @@ CASES = {
     "batch-under-inputs-key": (lambda d: torch_file(d / "b.pt", _batch("inputs")), "problem"),
     "jsonl-batch-5000-deep": (lambda d: _write(d / "data.jsonl",
                                                b'{"input_ids": ' + b"[" * 5000 + b"]" * 5000 + b"}\n"), "any"),
+    # found by the hidden re-run of the audit's families
+    "log-10-mb-line-of-loss-words": (lambda d: _write(d / "train.log", nan_log()[:400] + b"loss " * (2 << 20) + b"\n"
+                                                      + nan_log()[400:]), "problem"),
+    "log-nul-bytes-in-lines": (lambda d: _write(d / "train.log", nan_log().replace(b"\n", b"\n\x00", 3)), "problem"),
+    "log-nul-run-of-a-crash": (lambda d: _write(d / "train.log", nan_log()[:300] + b"\x00" * 4096 + nan_log()[300:]),
+                               "problem"),
+    "log-lines-without-a-loss-value": (lambda d: _write(d / "train.log", "iter 1: loss caf\xe9\n".encode("latin-1") * 10),
+                                       "problem"),
+    "log-losses-near-float-max": (lambda d: _write(d / "train.log", "".join(
+        nano(i, v) for i, v in enumerate(["1e308", "-1e308", "inf", "2.0"] * 5)).encode()), "problem"),
+    "jsonl-cr-only": (lambda d: _write(d / "m.jsonl", "".join(f'{{"step": {i}, "loss": {"NaN" if i == 9 else 2.0}}}\r'
+                                                              for i in range(20)).encode()), "problem"),
+    "jsonl-first-record-over-the-head": (lambda d: _write(d / "m.jsonl", (json.dumps(
+        {"step": 0, "loss": 2.0, "note": "x" * (2 << 20)}) + "\n" + '{"step": 1, "loss": NaN}\n').encode()), "problem"),
+    "trainer-state-junk-entries-before-a-nan": (lambda d: _write(d / "trainer_state.json", json.dumps({"log_history": [
+        5, None, {"step": "x", "loss": "y"}, {"step": 1, "loss": float("nan")}]}).encode()), "problem"),
+    "trainer-state-utf-16": (lambda d: _write(d / "trainer_state.json", json.dumps({"log_history": [
+        {"step": i, "loss": float("nan") if i == 3 else 2.0} for i in range(6)]}).encode("utf-16")), "problem"),
+    "state-dict-with-int-keys": (lambda d: torch_file(d / "x.pt", {1: _tensor([1.0, float("nan")]),
+                                                                   (1, 2): _tensor([1.0])}), "problem"),
+    "dangling-config-beside-nan-weights": (lambda d: _nan_weights(_dangling(_mkdir(d / "m"), "config.json")), "problem"),
 }
+
+
+def _tensor(values):
+    import torch
+
+    return torch.tensor(values)
+
+
+def _mkdir(d: Path) -> Path:
+    d.mkdir()
+    return d
+
+
+def _nan_weights(folder: Path) -> Path:
+    from safetensors.torch import save_file
+
+    save_file({"transformer.wte.weight": _tensor([[0.0, float("nan")]] * 4)}, str(folder / "model.safetensors"))
+    return folder
 
 
 def _write(path: Path, data: bytes) -> Path:
@@ -171,6 +210,7 @@ def assert_clean(result, path: Path, expected: str) -> None:
     assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
     out = result.output
     assert "Traceback" not in out and result.exit_code in (0, 1, 2), out
+    assert "probe.crashed" not in out, out
     if result.exit_code == 2:
         lines = out.strip().splitlines()
         assert len(lines) == 1 and path.name in lines[0], out
@@ -190,6 +230,18 @@ def test_probe_cli_on_hostile_artifact(name, tmp_path):
     assert time.monotonic() - start < MAX_SECONDS
     assert_clean(result, path, expected)
     assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("bad", ["binary", "fifo", "bad-safetensors"])
+def test_an_unreadable_path_never_hides_the_others(bad, tmp_path):
+    """Given with a log that shows a NaN, an unusable path is an error finding, not exit 2."""
+    path = {"binary": lambda: _write(tmp_path / "a.log", bytes(range(256)) * 8),
+            "fifo": lambda: _fifo(tmp_path / "a.log"),
+            "bad-safetensors": lambda: _st(tmp_path, {"a": {"dtype": "F32", "shape": [-2], "data_offsets": [0, 8]}})}[bad]()
+    log = _write(tmp_path / "b.log", nan_log())
+    result = CliRunner().invoke(main, ["probe", "--static", str(path), str(log)])
+    assert_clean(result, log, "problem")
+    assert "input.unreadable" in result.output and "logs.nan" in result.output
 
 
 def test_only_weights_a_refused_pickle_is_a_problem(tmp_path):
