@@ -75,8 +75,8 @@ class Extraction(NamedTuple):
 def extract(kb: KnowledgeBase, text: str) -> Extraction:
     """Read every fact and signature the knowledge can find in ``text``."""
     text = clip_lines(text)
-    lowered = text.lower()
-    if len(lowered) != len(text):  # a few characters lower-case to two: no literal index then
+    lowered = text.replace("\u0130", "i").lower()  # "İ" lower-cases to two characters: offsets would shift
+    if len(lowered) != len(text):  # another such character (a newer Unicode): no literal index then
         lowered = ""
     hits: list[Hit] = []
     found: dict[str, SignatureHit] = {}
