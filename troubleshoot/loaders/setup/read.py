@@ -27,7 +27,7 @@ def read_text(path: Path, limit: int = MAX_BYTES) -> str | None:
         raw = f.read(limit)
     if b"\x00" in raw[:8192]:
         return None
-    return raw.decode("utf-8", "replace")
+    return raw.decode("utf-8-sig", "replace")  # a BOM is no part of the text (Python and YAML skip it too)
 
 
 def read_console(path: str) -> tuple[str, bool]:
