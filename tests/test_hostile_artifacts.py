@@ -11,6 +11,7 @@ import os
 import random
 import struct
 import subprocess
+import tempfile
 import sys
 import time
 from pathlib import Path
@@ -419,3 +420,34 @@ def test_chat_template_budget(template):
     start = time.monotonic()
     assert template_over_budget(template, [{"role": "user", "content": "hi"}], {}) is not None
     assert time.monotonic() - start < 10  # the timer stops a render at MAX_TEMPLATE_SECONDS (2 s)
+
+
+# --- the live guard's incident bundles --------------------------------------------------------------
+
+INCIDENT = {"schema": "llmfix/incident-v1", "step": 57, "trips": ["nonfinite-loss"], "values": {"loss": "nan"},
+            "replay": {"ran": True, "reproduced": True, "first_module": "drop", "frames": [{"class": "Dropout"}]},
+            "ranks": {"world": 2, "first": [1]}, "batches": [{"file": "batch.safetensors", "nonfinite_keys": []}],
+            "nonfinite_weights": ["w"], "nonfinite_grads": ["g"], "exception": None, "lr_peak": 1e-3}
+wrong = st.sampled_from([5, "x", [5, None], {"a": 1}, None, 10 ** 30, float("nan"), [{"a": 1}], True])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(sorted(INCIDENT)), wrong, st.sampled_from([None, "replay", "ranks"]))
+def test_incident_fields_of_any_type_are_read_or_one_line(field, value, inside):
+    """Every field incident.json can hold, with a value of the wrong type (at the top or inside
+    replay / ranks): a one-line error naming the file, or the bundle's findings; never a crash."""
+    from troubleshoot.loaders import detect
+    from troubleshoot.probes import ProbeContext, run_all
+
+    data = json.loads(json.dumps(INCIDENT))
+    (data[inside] if inside else data)[field] = value
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        (folder / "incident.json").write_text(json.dumps(data))
+        _write(folder / "metrics.jsonl", b'{"step": 1, "loss": NaN}\n')
+        try:
+            obs = run_all(ProbeContext([detect(folder)], static=True))
+        except ArtifactError as err:
+            assert "\n" not in str(err) and "incident.json" in str(err)
+            return
+    assert not [f for f in obs.findings if f.id == "probe.crashed"], obs.findings
