@@ -151,6 +151,16 @@ CASES = {
     "state-dict-with-int-keys": (lambda d: torch_file(d / "x.pt", {1: _tensor([1.0, float("nan")]),
                                                                    (1, 2): _tensor([1.0])}), "problem"),
     "dangling-config-beside-nan-weights": (lambda d: _nan_weights(_dangling(_mkdir(d / "m"), "config.json")), "problem"),
+    "launch-script-doubling-variables": (lambda d: _write(d / "launch.sh", ("V0='--lr 1'\n" + "".join(
+        f'V{i}="$V{i - 1} ${{V{i - 1}}}$V{i - 1}"\n' for i in range(1, 40)) + "torchrun train.py $V39\n").encode()), "any"),
+    "launch-script-doubling-arrays": (lambda d: _write(d / "launch.sh", ("A0=(--lr 1)\n" + "".join(
+        f"A{i}=(${{A{i - 1}[@]}} ${{A{i - 1}[@]}})\n" for i in range(1, 40)) + "deepspeed train.py ${A39[@]}\n").encode()),
+        "any"),
+    "training-script-100k-unary-minus": (lambda d: _write(d / "train.py", b"x = " + b"-" * 100_000 + b"1\n"), "error"),
+    "training-script-nested-150-deep": (lambda d: _write(d / "train.py", b"args = TrainingArguments(lr=" + b"[" * 150
+                                                         + b"]" * 150 + b")\n"), "error"),
+    "training-script-over-256-kib": (lambda d: _write(d / "train.py", b"b = (" + b"1," * 150_000 + b")\n"), "error"),
+    "training-script-with-a-bom": (lambda d: _write(d / "train.py", "\ufeffmodel.half()\n".encode()), "any"),
 }
 
 
@@ -451,3 +461,32 @@ def test_incident_fields_of_any_type_are_read_or_one_line(field, value, inside):
             assert "\n" not in str(err) and "incident.json" in str(err)
             return
     assert not [f for f in obs.findings if f.id == "probe.crashed"], obs.findings
+
+
+@pytest.mark.parametrize("words", [["lr=" + "9" * 100_000, "loss nan"], ["\u0130 " + "RuntimeError: loss nan\n" * 40_000]])
+def test_ask_on_hostile_pastes(words):
+    """A 100,000-digit run (the tokenizer retried it from every digit) and a paste with one 'İ'
+    (which disabled the literal index of the text search) answer like any other paste."""
+    start = time.monotonic()
+    result = CliRunner().invoke(main, ["ask", "--no-input", *words])
+    assert time.monotonic() - start < MAX_SECONDS
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert result.exit_code in (0, 1) and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--version"], ["kb", "list"]])
+def test_stdout_on_a_full_disk_is_one_line(args):
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "troubleshoot", *args], cwd=ROOT, stdout=full,
+                              stderr=subprocess.PIPE, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+        "Error: <stdout>: cannot write the report (No space left on device)"]
+
+
+def test_console_on_a_closed_stdin_is_one_line():
+    proc = subprocess.run([sys.executable, "-m", "troubleshoot", "probe", "-"], cwd=ROOT, stdin=None,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=60,
+                          preexec_fn=lambda: os.close(0))
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "standard input is closed" in proc.stderr
+

@@ -109,7 +109,7 @@ def report_options(command):
 
 class _Group(click.Group):
     """The command group, plus one-line errors for what no command can prevent: stdout on a full
-    disk or a closed pipe (`llmfix ask ... | head`)."""
+    disk or a closed pipe (`llmfix ask ... | head`), also while printing --help."""
 
     def main(self, *args: Any, standalone_mode: bool = True, **extra: Any) -> Any:
         """Click's own usage errors as one line too (its standalone mode prints a usage banner)."""
@@ -124,18 +124,15 @@ class _Group(click.Group):
         except click.exceptions.Abort:
             click.echo("Aborted.", err=True)
             sys.exit(130)
-        sys.exit(code if isinstance(code, int) else 0)
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
         except BrokenPipeError:
             sys.stderr.close()  # the reader left; say nothing more
             sys.exit(2)
-        except OSError as err:
+        except OSError as err:  # --help, --version and reports alike
             if err.errno not in (errno.ENOSPC, errno.EIO, errno.EPIPE):
                 raise
-            raise Failure(f"<stdout>: cannot write the report ({err.strerror})") from None
+            click.echo(f"Error: <stdout>: cannot write the report ({err.strerror})", err=True)
+            sys.exit(2)
+        sys.exit(code if isinstance(code, int) else 0)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

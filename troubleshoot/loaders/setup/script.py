@@ -46,7 +46,7 @@ def is_python(path: Path, head: str) -> bool:
     return path.suffix.lower() == ".py" or head.startswith("#!") and "python" in head[:60]
 
 
-MAX_SCRIPT_BYTES = 1 << 20  # a training script is tens of KB; ast.parse reads ~0.3 MB/s of dense code
+MAX_SCRIPT_BYTES = 256 << 10  # a training script is tens of KB; dense code takes ~0.5 KB of AST a byte
 MAX_NESTING = 100          # AST depth: ast.unparse / literal_eval recurse, a deeper tree would overflow
 
 
@@ -59,7 +59,7 @@ def parse(path: Path) -> tuple[ast.Module, list[str]]:
 @functools.lru_cache(maxsize=2)
 def _parse(path: str, size: int, _mtime: int) -> tuple[ast.Module, list[str]]:
     if size > MAX_SCRIPT_BYTES:
-        raise ArtifactError(path, f"larger than {MAX_SCRIPT_BYTES >> 20} MiB: not read as a training script")
+        raise ArtifactError(path, f"larger than {MAX_SCRIPT_BYTES >> 10} KiB: not read as a training script")
     text = read_text(Path(path))
     if text is None:
         raise ArtifactError(path, "binary content, not a Python script")
