@@ -425,7 +425,13 @@ def test_parse_json_is_json_or_one_line_error(data):
 
 
 @pytest.mark.parametrize("template", ["{{ 'x' * 10**10 }}", "{{ [1] * 10**9 }}", "{{ ((9 ** 99) ** 99) ** 99 }}",
-                                      "{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}"])
+                                      "{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}",
+                                      # one C-level call the timer cannot stop, refused before it runs
+                                      "{{ 'x' | center(2000000000) }}", "{{ ('x\n' * 100000) | indent(100000) }}",
+                                      "{{ ('x' * 100000) | replace('x', 'x' * 100000) }}",
+                                      "{{ '{:>2000000000}'.format(1) }}", "{{ '%2000000000d' % 1 }}",
+                                      "{{ 'x'.ljust(2000000000) }}",
+                                      [{"name": "default", "template": "{{ 'x' * 10**10 }}"}]])
 def test_chat_template_budget(template):
     start = time.monotonic()
     assert template_over_budget(template, [{"role": "user", "content": "hi"}], {}) is not None

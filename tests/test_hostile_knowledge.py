@@ -187,7 +187,10 @@ def test_cache_is_pruned(mini_root, tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("source", ["9 ** 9 ** 9", "'a' * 10**10", "[1] * 10**9", "10 ** 400 * 10",
-                                    "'%999999999d' % 1", "2 ** 10000000"])
+                                    "'%999999999d' % 1", "2 ** 10000000",
+                                    # nesting the parser or the checker cannot hold (MemoryError, RecursionError)
+                                    "-" * 100_000 + "1", "not " * 100_000 + "a", "1" + " ** 1" * 2000,
+                                    "a if a else " * 5000 + "1", "x\x00"])
 def test_hostile_expressions_fail_fast(source):
     start = time.monotonic()
     with pytest.raises(ExprError):
