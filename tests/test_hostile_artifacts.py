@@ -496,3 +496,16 @@ def test_console_on_a_closed_stdin_is_one_line():
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert "standard input is closed" in proc.stderr
 
+
+def test_console_from_a_long_stream_keeps_its_head_and_its_end():
+    """stdin is read in bounded memory: the first three quarters of the budget and the last quarter
+    (where the traceback ends), whatever the stream's length."""
+    import io
+
+    from troubleshoot.loaders.setup.read import MAX_CONSOLE_BYTES, _head_and_tail
+
+    stream = io.BytesIO(b"start\n" + b"x" * (3 * MAX_CONSOLE_BYTES) + b"\nRuntimeError: the end\n")
+    head, tail, cut = _head_and_tail(stream)
+    assert cut and head.startswith(b"start") and tail.endswith(b"RuntimeError: the end\n")
+    assert len(head) + len(tail) <= MAX_CONSOLE_BYTES
+
