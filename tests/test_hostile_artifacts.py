@@ -9,6 +9,7 @@ import itertools
 import json
 import os
 import random
+import re
 import struct
 import subprocess
 import tempfile
@@ -253,6 +254,16 @@ def test_an_unreadable_path_never_hides_the_others(bad, tmp_path):
     result = CliRunner().invoke(main, ["probe", "--static", str(path), str(log)])
     assert_clean(result, log, "problem")
     assert "input.unreadable" in result.output and "logs.nan" in result.output
+
+
+@pytest.mark.parametrize("name", ["\x1b[2J\x1b]0;pwned\x07.log", "a\rb.log", "\x9b2J.log"])
+def test_file_names_never_reach_the_terminal_raw(name, tmp_path):
+    """A report naming a file called like an escape sequence shows the sequence escaped: the
+    terminal must not clear its screen or take a new title."""
+    log = _write(tmp_path / name, nan_log())
+    result = CliRunner().invoke(main, ["probe", "--static", str(log)], color=True)
+    assert_clean(result, log, "problem")
+    assert not re.search(r"\x1b(?!\[[0-9;]*m)|[\x07\r\x9b]", result.output), repr(result.output)
 
 
 def test_only_weights_a_refused_pickle_is_a_problem(tmp_path):
