@@ -161,6 +161,10 @@ CASES = {
     "training-script-nested-150-deep": (lambda d: _write(d / "train.py", b"args = TrainingArguments(lr=" + b"[" * 150
                                                          + b"]" * 150 + b")\n"), "error"),
     "training-script-over-256-kib": (lambda d: _write(d / "train.py", b"b = (" + b"1," * 150_000 + b")\n"), "error"),
+    "megatron-latest-of-5000-digits": (lambda d: _write(_mkdir(_mkdir(d / "ck") / "global_step100").parent / "latest",
+                                                        b"global_step" + b"9" * 5000), "any"),
+    "trainer-folder-of-5000-digits": (lambda d: hf_folder(_mkdir(d / "run") / ("checkpoint-" + "9" * 200)).parent,
+                                      "any"),
     "training-script-with-a-bom": (lambda d: _write(d / "train.py", "\ufeffmodel.half()\n".encode()), "any"),
 }
 
@@ -441,7 +445,7 @@ def test_parse_json_is_json_or_one_line_error(data):
                                       "{{ 'x' | center(2000000000) }}", "{{ ('x\n' * 100000) | indent(100000) }}",
                                       "{{ ('x' * 100000) | replace('x', 'x' * 100000) }}",
                                       "{{ '{:>2000000000}'.format(1) }}", "{{ '%2000000000d' % 1 }}",
-                                      "{{ 'x'.ljust(2000000000) }}",
+                                      "{{ 'x'.ljust(2000000000) }}", "x" * (2 << 20),
                                       [{"name": "default", "template": "{{ 'x' * 10**10 }}"}]])
 def test_chat_template_budget(template):
     start = time.monotonic()

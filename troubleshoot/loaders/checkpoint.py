@@ -44,8 +44,9 @@ from .tensors import (
 )
 from .tokenizer import MAX_JSON_BYTES
 
-CKPT_DIR = re.compile(r"^checkpoint-(\d+)$")
-ITER_DIR = re.compile(r"^(?:global_step|iter_)(\d+)$")
+# iteration numbers of at most 18 digits: int() of a 5000-digit folder name or pointer would raise
+CKPT_DIR = re.compile(r"^checkpoint-(\d{1,18})$")
+ITER_DIR = re.compile(r"^(?:global_step|iter_)(\d{1,18})$")
 MODEL_STATES = re.compile(r"(model_states|model_optim_rng)\.pt$")
 OPTIM_STATES = re.compile(r"(optim_states|distrib_optim|optimizer)\.pt$")
 HF_WEIGHTS = re.compile(r"^(model|pytorch_model|adapter_model)(-\d+-of-\d+)?\.(safetensors|bin)$")
@@ -317,8 +318,9 @@ def _open_hf(root: Path, path: Path) -> Checkpoint:
 # --- Megatron / DeepSpeed ----------------------------------------------------------------------
 
 def _pointer(p: Path) -> tuple[int | None, str | None]:
-    text = p.read_text(encoding="utf-8", errors="replace").strip()
-    m = re.search(r"(\d+)$", text)
+    with open(p, "rb") as f:  # a pointer names one folder: its first 4 KiB say it
+        text = f.read(4096).decode("utf-8", errors="replace").strip()
+    m = re.search(r"(?<!\d)(\d{1,18})$", text)
     return (int(m.group(1)) if m else None), text
 
 

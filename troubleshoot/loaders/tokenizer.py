@@ -349,6 +349,8 @@ def template_over_budget(template: str, messages: list, variables: dict) -> str 
     are not our business here (None): transformers reports them itself.
     """
     for text in _template_texts(template):
+        if len(text) > MAX_TEMPLATE_CHARS:  # compiling 10 MB of Jinja alone takes longer than the timer allows
+            return f"is over {MAX_TEMPLATE_CHARS:,} characters long"
         why = _render_over_budget(text, messages, variables)
         if why:
             return why

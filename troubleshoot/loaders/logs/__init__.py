@@ -134,7 +134,7 @@ def find_logs_in(folder: str | Path) -> list[Path]:
         found.append(own)
     else:
         ckpts = sorted((int(m.group(1)), d) for d in root.iterdir()
-                       if d.is_dir() and (m := re.fullmatch(r"checkpoint-(\d+)", d.name)))
+                       if d.is_dir() and (m := re.fullmatch(r"checkpoint-(\d{1,18})", d.name)))
         for _, d in reversed(ckpts):
             if (d / "trainer_state.json").is_file():
                 found.append(d / "trainer_state.json")
