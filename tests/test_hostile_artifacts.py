@@ -12,8 +12,8 @@ import random
 import re
 import struct
 import subprocess
-import tempfile
 import sys
+import tempfile
 import time
 from pathlib import Path
 

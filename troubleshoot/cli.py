@@ -357,7 +357,8 @@ def _progress_line():
         if now - last[0] < 0.2 and done < total:
             return
         last[0], gib = now, 1024 ** 3
-        click.echo(f"\r\033[Kreading weights {done / gib:.1f}/{total / gib:.1f} GiB  {clip(name[-50:])}", nl=False, err=True)
+        click.echo(f"\r\033[Kreading weights {done / gib:.1f}/{total / gib:.1f} GiB  {clip(name[-50:])}",
+                   nl=False, err=True)
     return report
 
 
