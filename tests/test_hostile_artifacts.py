@@ -9,9 +9,11 @@ import itertools
 import json
 import os
 import random
+import re
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -129,7 +131,60 @@ CASES = {
     "batch-under-inputs-key": (lambda d: torch_file(d / "b.pt", _batch("inputs")), "problem"),
     "jsonl-batch-5000-deep": (lambda d: _write(d / "data.jsonl",
                                                b'{"input_ids": ' + b"[" * 5000 + b"]" * 5000 + b"}\n"), "any"),
+    # found by the hidden re-run of the audit's families
+    "log-10-mb-line-of-loss-words": (lambda d: _write(d / "train.log", nan_log()[:400] + b"loss " * (2 << 20) + b"\n"
+                                                      + nan_log()[400:]), "problem"),
+    "log-nul-bytes-in-lines": (lambda d: _write(d / "train.log", nan_log().replace(b"\n", b"\n\x00", 3)), "problem"),
+    "log-nul-run-of-a-crash": (lambda d: _write(d / "train.log", nan_log()[:300] + b"\x00" * 4096 + nan_log()[300:]),
+                               "problem"),
+    "log-lines-without-a-loss-value": (lambda d: _write(d / "train.log", "iter 1: loss caf\xe9\n".encode("latin-1") * 10),
+                                       "problem"),
+    "log-losses-near-float-max": (lambda d: _write(d / "train.log", "".join(
+        nano(i, v) for i, v in enumerate(["1e308", "-1e308", "inf", "2.0"] * 5)).encode()), "problem"),
+    "jsonl-cr-only": (lambda d: _write(d / "m.jsonl", "".join(f'{{"step": {i}, "loss": {"NaN" if i == 9 else 2.0}}}\r'
+                                                              for i in range(20)).encode()), "problem"),
+    "jsonl-first-record-over-the-head": (lambda d: _write(d / "m.jsonl", (json.dumps(
+        {"step": 0, "loss": 2.0, "note": "x" * (2 << 20)}) + "\n" + '{"step": 1, "loss": NaN}\n').encode()), "problem"),
+    "trainer-state-junk-entries-before-a-nan": (lambda d: _write(d / "trainer_state.json", json.dumps({"log_history": [
+        5, None, {"step": "x", "loss": "y"}, {"step": 1, "loss": float("nan")}]}).encode()), "problem"),
+    "trainer-state-utf-16": (lambda d: _write(d / "trainer_state.json", json.dumps({"log_history": [
+        {"step": i, "loss": float("nan") if i == 3 else 2.0} for i in range(6)]}).encode("utf-16")), "problem"),
+    "state-dict-with-int-keys": (lambda d: torch_file(d / "x.pt", {1: _tensor([1.0, float("nan")]),
+                                                                   (1, 2): _tensor([1.0])}), "problem"),
+    "dangling-config-beside-nan-weights": (lambda d: _nan_weights(_dangling(_mkdir(d / "m"), "config.json")), "problem"),
+    "launch-script-doubling-variables": (lambda d: _write(d / "launch.sh", ("V0='--lr 1'\n" + "".join(
+        f'V{i}="$V{i - 1} ${{V{i - 1}}}$V{i - 1}"\n' for i in range(1, 40)) + "torchrun train.py $V39\n").encode()), "any"),
+    "launch-script-doubling-arrays": (lambda d: _write(d / "launch.sh", ("A0=(--lr 1)\n" + "".join(
+        f"A{i}=(${{A{i - 1}[@]}} ${{A{i - 1}[@]}})\n" for i in range(1, 40)) + "deepspeed train.py ${A39[@]}\n").encode()),
+        "any"),
+    "training-script-100k-unary-minus": (lambda d: _write(d / "train.py", b"x = " + b"-" * 100_000 + b"1\n"), "error"),
+    "training-script-nested-150-deep": (lambda d: _write(d / "train.py", b"args = TrainingArguments(lr=" + b"[" * 150
+                                                         + b"]" * 150 + b")\n"), "error"),
+    "training-script-over-256-kib": (lambda d: _write(d / "train.py", b"b = (" + b"1," * 150_000 + b")\n"), "error"),
+    "megatron-latest-of-5000-digits": (lambda d: _write(_mkdir(_mkdir(d / "ck") / "global_step100").parent / "latest",
+                                                        b"global_step" + b"9" * 5000), "any"),
+    "trainer-folder-of-5000-digits": (lambda d: hf_folder(_mkdir(d / "run") / ("checkpoint-" + "9" * 200)).parent,
+                                      "any"),
+    "training-script-with-a-bom": (lambda d: _write(d / "train.py", "\ufeffmodel.half()\n".encode()), "any"),
 }
+
+
+def _tensor(values):
+    import torch
+
+    return torch.tensor(values)
+
+
+def _mkdir(d: Path) -> Path:
+    d.mkdir()
+    return d
+
+
+def _nan_weights(folder: Path) -> Path:
+    from safetensors.torch import save_file
+
+    save_file({"transformer.wte.weight": _tensor([[0.0, float("nan")]] * 4)}, str(folder / "model.safetensors"))
+    return folder
 
 
 def _write(path: Path, data: bytes) -> Path:
@@ -171,6 +226,7 @@ def assert_clean(result, path: Path, expected: str) -> None:
     assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
     out = result.output
     assert "Traceback" not in out and result.exit_code in (0, 1, 2), out
+    assert "probe.crashed" not in out, out
     if result.exit_code == 2:
         lines = out.strip().splitlines()
         assert len(lines) == 1 and path.name in lines[0], out
@@ -190,6 +246,28 @@ def test_probe_cli_on_hostile_artifact(name, tmp_path):
     assert time.monotonic() - start < MAX_SECONDS
     assert_clean(result, path, expected)
     assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("bad", ["binary", "fifo", "bad-safetensors"])
+def test_an_unreadable_path_never_hides_the_others(bad, tmp_path):
+    """Given with a log that shows a NaN, an unusable path is an error finding, not exit 2."""
+    path = {"binary": lambda: _write(tmp_path / "a.log", bytes(range(256)) * 8),
+            "fifo": lambda: _fifo(tmp_path / "a.log"),
+            "bad-safetensors": lambda: _st(tmp_path, {"a": {"dtype": "F32", "shape": [-2], "data_offsets": [0, 8]}})}[bad]()
+    log = _write(tmp_path / "b.log", nan_log())
+    result = CliRunner().invoke(main, ["probe", "--static", str(path), str(log)])
+    assert_clean(result, log, "problem")
+    assert "input.unreadable" in result.output and "logs.nan" in result.output
+
+
+@pytest.mark.parametrize("name", ["\x1b[2J\x1b]0;pwned\x07.log", "a\rb.log", "\x9b2J.log"])
+def test_file_names_never_reach_the_terminal_raw(name, tmp_path):
+    """A report naming a file called like an escape sequence shows the sequence escaped: the
+    terminal must not clear its screen or take a new title."""
+    log = _write(tmp_path / name, nan_log())
+    result = CliRunner().invoke(main, ["probe", "--static", str(log)], color=True)
+    assert_clean(result, log, "problem")
+    assert not re.search(r"\x1b(?!\[[0-9;]*m)|[\x07\r\x9b]", result.output), repr(result.output)
 
 
 def test_only_weights_a_refused_pickle_is_a_problem(tmp_path):
@@ -362,8 +440,87 @@ def test_parse_json_is_json_or_one_line_error(data):
 
 
 @pytest.mark.parametrize("template", ["{{ 'x' * 10**10 }}", "{{ [1] * 10**9 }}", "{{ ((9 ** 99) ** 99) ** 99 }}",
-                                      "{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}"])
+                                      "{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}",
+                                      # one C-level call the timer cannot stop, refused before it runs
+                                      "{{ 'x' | center(2000000000) }}", "{{ ('x\n' * 100000) | indent(100000) }}",
+                                      "{{ ('x' * 100000) | replace('x', 'x' * 100000) }}",
+                                      "{{ '{:>2000000000}'.format(1) }}", "{{ '%2000000000d' % 1 }}",
+                                      "{{ 'x'.ljust(2000000000) }}", "x" * (2 << 20),
+                                      [{"name": "default", "template": "{{ 'x' * 10**10 }}"}]])
 def test_chat_template_budget(template):
     start = time.monotonic()
     assert template_over_budget(template, [{"role": "user", "content": "hi"}], {}) is not None
     assert time.monotonic() - start < 10  # the timer stops a render at MAX_TEMPLATE_SECONDS (2 s)
+
+
+# --- the live guard's incident bundles --------------------------------------------------------------
+
+INCIDENT = {"schema": "llmfix/incident-v1", "step": 57, "trips": ["nonfinite-loss"], "values": {"loss": "nan"},
+            "replay": {"ran": True, "reproduced": True, "first_module": "drop", "frames": [{"class": "Dropout"}]},
+            "ranks": {"world": 2, "first": [1]}, "batches": [{"file": "batch.safetensors", "nonfinite_keys": []}],
+            "nonfinite_weights": ["w"], "nonfinite_grads": ["g"], "exception": None, "lr_peak": 1e-3}
+wrong = st.sampled_from([5, "x", [5, None], {"a": 1}, None, 10 ** 30, float("nan"), [{"a": 1}], True])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(sorted(INCIDENT)), wrong, st.sampled_from([None, "replay", "ranks"]))
+def test_incident_fields_of_any_type_are_read_or_one_line(field, value, inside):
+    """Every field incident.json can hold, with a value of the wrong type (at the top or inside
+    replay / ranks): a one-line error naming the file, or the bundle's findings; never a crash."""
+    from troubleshoot.loaders import detect
+    from troubleshoot.probes import ProbeContext, run_all
+
+    data = json.loads(json.dumps(INCIDENT))
+    (data[inside] if inside else data)[field] = value
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        (folder / "incident.json").write_text(json.dumps(data))
+        _write(folder / "metrics.jsonl", b'{"step": 1, "loss": NaN}\n')
+        try:
+            obs = run_all(ProbeContext([detect(folder)], static=True))
+        except ArtifactError as err:
+            assert "\n" not in str(err) and "incident.json" in str(err)
+            return
+    assert not [f for f in obs.findings if f.id == "probe.crashed"], obs.findings
+
+
+@pytest.mark.parametrize("words", [["lr=" + "9" * 100_000, "loss nan"], ["\u0130 " + "RuntimeError: loss nan\n" * 40_000]])
+def test_ask_on_hostile_pastes(words):
+    """A 100,000-digit run (the tokenizer retried it from every digit) and a paste with one 'İ'
+    (which disabled the literal index of the text search) answer like any other paste."""
+    start = time.monotonic()
+    result = CliRunner().invoke(main, ["ask", "--no-input", *words])
+    assert time.monotonic() - start < MAX_SECONDS
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert result.exit_code in (0, 1) and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--version"], ["kb", "list"]])
+def test_stdout_on_a_full_disk_is_one_line(args):
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "troubleshoot", *args], cwd=ROOT, stdout=full,
+                              stderr=subprocess.PIPE, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+        "Error: <stdout>: cannot write the report (No space left on device)"]
+
+
+def test_console_on_a_closed_stdin_is_one_line():
+    proc = subprocess.run([sys.executable, "-m", "troubleshoot", "probe", "-"], cwd=ROOT, stdin=None,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=60,
+                          preexec_fn=lambda: os.close(0))
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "standard input is closed" in proc.stderr
+
+
+def test_console_from_a_long_stream_keeps_its_head_and_its_end():
+    """stdin is read in bounded memory: the first three quarters of the budget and the last quarter
+    (where the traceback ends), whatever the stream's length."""
+    import io
+
+    from troubleshoot.loaders.setup.read import MAX_CONSOLE_BYTES, _head_and_tail
+
+    stream = io.BytesIO(b"start\n" + b"x" * (3 * MAX_CONSOLE_BYTES) + b"\nRuntimeError: the end\n")
+    head, tail, cut = _head_and_tail(stream)
+    assert cut and head.startswith(b"start") and tail.endswith(b"RuntimeError: the end\n")
+    assert len(head) + len(tail) <= MAX_CONSOLE_BYTES
+

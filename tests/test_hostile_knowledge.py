@@ -114,6 +114,8 @@ BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
     ("id: nan-loss\nid: nan-loss\n", "duplicate key 'id'"),
     ("a:\n" + "".join("  " * i + "- \n" for i in range(1, 40)), "nested deeper"),
     ("[" * 5000 + "]" * 5000, ""),
+    ("id: nan-loss\ncost: 1" + "0" * 5000 + "\n", "unreadable value"),
+    ("id: nan-loss\ntitle: 2001-13-45\n", "unreadable value"),
 ])
 def test_hostile_yaml_is_one_problem(mini_root, text, message):
     (mini_root / RULES).write_text(text)
@@ -205,7 +207,10 @@ def test_cache_is_pruned(mini_root, tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("source", ["9 ** 9 ** 9", "'a' * 10**10", "[1] * 10**9", "10 ** 400 * 10",
-                                    "'%999999999d' % 1", "2 ** 10000000"])
+                                    "'%999999999d' % 1", "2 ** 10000000",
+                                    # nesting the parser or the checker cannot hold (MemoryError, RecursionError)
+                                    "-" * 100_000 + "1", "not " * 100_000 + "a", "1" + " ** 1" * 2000,
+                                    "a if a else " * 5000 + "1", "x\x00"])
 def test_hostile_expressions_fail_fast(source):
     start = time.monotonic()
     with pytest.raises(ExprError):

@@ -144,7 +144,7 @@ def test_importing_the_guard_does_not_import_torch():
 def test_a_broken_incident_file_is_a_one_line_error(tmp_path):
     (tmp_path / "incident.json").write_text("{not json")
     result = CliRunner().invoke(main, ["probe", str(tmp_path)])
-    assert result.exit_code == 2 and "incident.json: not valid JSON" in result.output
+    assert result.exit_code == 2 and "incident.json: unreadable JSON" in result.output
 
 
 def test_fp16_loss_scale_collapse_trips_once_and_overflows_alone_do_not(tmp_path):

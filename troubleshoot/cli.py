@@ -109,7 +109,7 @@ def report_options(command):
 
 class _Group(click.Group):
     """The command group, plus one-line errors for what no command can prevent: stdout on a full
-    disk or a closed pipe (`llmfix ask ... | head`)."""
+    disk or a closed pipe (`llmfix ask ... | head`), also while printing --help."""
 
     def main(self, *args: Any, standalone_mode: bool = True, **extra: Any) -> Any:
         """Click's own usage errors as one line too (its standalone mode prints a usage banner)."""
@@ -124,18 +124,15 @@ class _Group(click.Group):
         except click.exceptions.Abort:
             click.echo("Aborted.", err=True)
             sys.exit(130)
-        sys.exit(code if isinstance(code, int) else 0)
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
         except BrokenPipeError:
             sys.stderr.close()  # the reader left; say nothing more
             sys.exit(2)
-        except OSError as err:
+        except OSError as err:  # --help, --version and reports alike
             if err.errno not in (errno.ENOSPC, errno.EIO, errno.EPIPE):
                 raise
-            raise Failure(f"<stdout>: cannot write the report ({err.strerror})") from None
+            click.echo(f"Error: <stdout>: cannot write the report ({err.strerror})", err=True)
+            sys.exit(2)
+        sys.exit(code if isinstance(code, int) else 0)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -274,11 +271,21 @@ def _run_probes(paths: tuple[str, ...], **switches: Any) -> Observations:
     from .loaders import detect
     from .probes import ProbeContext, run_all
 
+    artifacts, unreadable = [], []
+    for path in paths:
+        try:
+            artifacts.append(detect(path))
+        except LlmfixError as err:
+            unreadable.append(err)
     try:
-        artifacts = [detect(p) for p in paths]
-        return run_all(ProbeContext(artifacts, **switches))
+        if unreadable and not artifacts:
+            raise unreadable[0]
+        observations = run_all(ProbeContext(artifacts, **switches))
     except LlmfixError as err:
         raise Failure(str(err)) from None
+    for err in unreadable:  # one bad path among good ones: an error finding, the others still probed
+        observations.find("input.unreadable", "error", str(err), getattr(err, "path", ""))
+    return observations
 
 
 @main.command()
@@ -350,7 +357,8 @@ def _progress_line():
         if now - last[0] < 0.2 and done < total:
             return
         last[0], gib = now, 1024 ** 3
-        click.echo(f"\r\033[Kreading weights {done / gib:.1f}/{total / gib:.1f} GiB  {name[-50:]}", nl=False, err=True)
+        click.echo(f"\r\033[Kreading weights {done / gib:.1f}/{total / gib:.1f} GiB  {clip(name[-50:])}",
+                   nl=False, err=True)
     return report
 
 

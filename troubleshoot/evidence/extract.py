@@ -27,6 +27,7 @@ MAX_MATCHES = 64          # matches looked at per expression (a log repeating a 
 MAX_COUNT = 100_000       # occurrences of a signature counted
 SPAN_CHARS, LINE_CHARS = 80, 160
 WINDOW_GAP = 512          # search windows closer than this are merged
+MAX_LINE = 1 << 16        # characters of one line read, as in the log reader (docs/resource-policy.md)
 PRIORITY = {"signature": 3, "key": 2, "text": 1}
 
 
@@ -73,8 +74,9 @@ class Extraction(NamedTuple):
 
 def extract(kb: KnowledgeBase, text: str) -> Extraction:
     """Read every fact and signature the knowledge can find in ``text``."""
-    lowered = text.lower()
-    if len(lowered) != len(text):  # a few characters lower-case to two: no literal index then
+    text = clip_lines(text)
+    lowered = text.replace("\u0130", "i").lower()  # "İ" lower-cases to two characters: offsets would shift
+    if len(lowered) != len(text):  # another such character (a newer Unicode): no literal index then
         lowered = ""
     hits: list[Hit] = []
     found: dict[str, SignatureHit] = {}
@@ -103,6 +105,21 @@ def extract(kb: KnowledgeBase, text: str) -> Extraction:
     out = Extraction({}, sorted(found.values(), key=lambda s: s.start), {})
     _resolve(hits, out)
     return out
+
+
+def clip_lines(text: str, limit: int = MAX_LINE) -> str:
+    """Each line cut to its first ``limit`` characters: a 10 MB line dense with a literal ("loss
+    loss ...") would otherwise be one search window scanned by every expression holding it."""
+    if len(text) <= limit:
+        return text
+    lines = text.splitlines(keepends=True)
+    if max(map(len, lines)) <= limit + 2:
+        return text
+    return "".join(line if len(line) <= limit else line[:limit] + _line_end(line) for line in lines)
+
+
+def _line_end(line: str) -> str:
+    return line[-2:] if line.endswith("\r\n") else line[-1:] if line[-1:].isspace() else ""
 
 
 def _matches(pattern: Pattern, text: str, lowered: str) -> Iterator[re.Match]:

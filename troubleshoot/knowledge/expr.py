@@ -85,10 +85,14 @@ class Expr:
 
     @cached_property
     def _tree(self) -> ast.AST:
+        if len(self.source) > MAX_SOURCE:  # checking and evaluating recurse once per nesting level
+            raise ExprError(f"expression longer than {MAX_SOURCE} characters: {self.source[:40]!r}...")
         try:
             tree = ast.parse(self.source, mode="eval").body
         except SyntaxError as err:
             raise ExprError(f"not a valid expression: {self.source!r} ({err.msg})") from None
+        except (MemoryError, RecursionError, ValueError):  # the parser's own stack; a NUL byte
+            raise ExprError(f"not a valid expression: {self.source[:40]!r} (nested too deeply)") from None
         self.__dict__["facts"] = set()
         self._check(tree)
         return tree
@@ -197,6 +201,7 @@ def _bounded(op: type, left: Any, right: Any) -> Any:
 
 
 MAX_SEQUENCE = 10_000
+MAX_SOURCE = 500           # characters of one expression (the longest in rules/ is under 200)
 FORMAT_SPEC = re.compile(r"^(.?[<>=^])?[+\- ]?#?0?(\d{1,3})?[,_]?(\.\d{1,2})?[bcdeEfFgGnosxX%]?$")
 
 

@@ -151,6 +151,9 @@ def _parse(text: str, rel: str, problems: list[Problem], line: int = 0) -> Locat
     except RecursionError:
         problems.append(Problem(rel, line, "", "nested too deeply to read"))
         return None
+    except ValueError as err:  # a value YAML cannot build: an integer of 5000 digits, a 13th month
+        problems.append(Problem(rel, line, "", f"unreadable value: {' '.join(str(err).split())[:100]}"))
+        return None
     if doc.data is None:
         problems.append(Problem(rel, line + 1, "", "empty file" if not line else "empty front matter"))
         return None

@@ -46,8 +46,9 @@ from .tensors import (
 from .tokenizer import MAX_JSON_BYTES
 from .torchzip import as_tensor, is_tensor
 
-CKPT_DIR = re.compile(r"^checkpoint-(\d+)$")
-ITER_DIR = re.compile(r"^(?:global_step|iter_)(\d+)$")
+# iteration numbers of at most 18 digits: int() of a 5000-digit folder name or pointer would raise
+CKPT_DIR = re.compile(r"^checkpoint-(\d{1,18})$")
+ITER_DIR = re.compile(r"^(?:global_step|iter_)(\d{1,18})$")
 MODEL_STATES = re.compile(r"(model_states|model_optim_rng)\.pt$")
 OPTIM_STATES = re.compile(r"(optim_states|distrib_optim|optimizer)\.pt$")
 HF_WEIGHTS = re.compile(r"^(model|pytorch_model|adapter_model)(-\d+-of-\d+)?\.(safetensors|bin)$")
@@ -274,7 +275,7 @@ def _open_hf(root: Path, path: Path) -> Checkpoint:
         ckpt.config_source = config_name
         ckpt.issues += [Finding("config.bad_value", "error", f"{config_name}: {why}; ignored", config_name)
                         for why in bad]
-    elif ckpt.weight_files:
+    elif ckpt.weight_files and not any(e.name == "config.json" for e, _ in ckpt.unreadable):
         raise ArtifactError(root, f"no config.json beside {ckpt.weight_files[0].name}: give the weight file "
                                   "itself to probe it as a bare state dict")
     if "generation_config.json" in files:
@@ -334,8 +335,9 @@ def _open_hf(root: Path, path: Path) -> Checkpoint:
 # --- Megatron / DeepSpeed ----------------------------------------------------------------------
 
 def _pointer(p: Path) -> tuple[int | None, str | None]:
-    text = p.read_text(encoding="utf-8", errors="replace").strip()
-    m = re.search(r"(\d+)$", text)
+    with open(p, "rb") as f:  # a pointer names one folder: its first 4 KiB say it
+        text = f.read(4096).decode("utf-8", errors="replace").strip()
+    m = re.search(r"(?<!\d)(\d{1,18})$", text)
     return (int(m.group(1)) if m else None), text
 
 
@@ -456,7 +458,7 @@ def _plain(obj: Any, depth: int = 0) -> Any:
 
 def _is_batch(keys) -> bool:
     """Batch columns, at the top or under a wrapper ({"batch": {"input_ids": ...}}), and no weights."""
-    keys = list(keys)
+    keys = [str(k) for k in keys]  # a pickled dict may have int or tuple keys
     return (any(k.rsplit(".", 1)[-1] in BATCH_KEYS for k in keys)
             and not any(k.endswith((".weight", ".bias")) for k in keys))
 

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 from ..errors import ArtifactError
+from ..files import read_json
 from ..observations import Artifact
 
 SCHEMA = "llmfix/incident-v1"
@@ -27,18 +28,55 @@ def sniff(path: Path) -> Artifact | None:
         return None
     data = read(folder)
     return Artifact(str(folder), "incident", f"llmfix incident at step {data.get('step')}: "
-                    f"{', '.join(data.get('trips', []))}")
+                    f"{', '.join(data.get('trips') or [])}")
 
 
 def read(folder: str | Path) -> dict:
     """incident.json of a bundle; ArtifactError (one line) when it is not a readable bundle."""
     path = Path(folder) / INCIDENT
-    if path.stat().st_size > MAX_BYTES:
-        raise ArtifactError(path, f"larger than {MAX_BYTES >> 20} MiB: not an llmfix incident file")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as err:
-        raise ArtifactError(path, f"not valid JSON ({err})") from None
+    data = read_json(path, MAX_BYTES)  # regular files only; too deep, too long or broken JSON is one line
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise ArtifactError(path, f"not an llmfix incident (expected \"schema\": \"{SCHEMA}\")")
+    _check(path, data, FIELDS)
+    for name, shape in NESTED.items():
+        for i, item in enumerate(_items(data.get(name))):
+            _check(path, item, shape, f"{name}[{i}]." if isinstance(data.get(name), list) else f"{name}.")
     return data
+
+
+# What the probe reads, with the JSON types the guard writes (null is always allowed: not measured).
+# (type, item type of a list); a number is an int or a float, never a bool, or the text the guard
+# writes for a non-finite one ("nan", "inf").
+NUMBER = (int, float, str)
+FIELDS = {"step": (int, None), "trips": (list, str), "values": (dict, None), "replay": (dict, None),
+          "batches": (list, dict), "ranks": (dict, None), "nonfinite_weights": (list, str),
+          "nonfinite_grads": (list, str), "exception": (str, None), "lr_jump": (bool, None),
+          "lr_level": (NUMBER, None), "lr_peak": (NUMBER, None), "framework": (str, None),
+          "precision": (str, None), "grad_clip": (NUMBER, None)}
+NESTED = {"replay": {"ran": (bool, None), "reproduced": (bool, None), "loss": (NUMBER, None), "error": (str, None),
+                     "error_module": (str, None), "first_module": (str, None), "first_class": (str, None),
+                     "frames": (list, dict), "grads_nonfinite": (list, str), "follows_weights": (bool, None),
+                     "previous_loss": (NUMBER, None), "why_not": (str, None)},
+          "ranks": {"world": (int, None), "first": (list, int)},
+          "batches": {"nonfinite_keys": (list, str)}}
+
+
+def _items(value) -> list:
+    return value if isinstance(value, list) else [value] if isinstance(value, dict) else []
+
+
+def _is(value, kind) -> bool:
+    return isinstance(value, kind) and (not isinstance(value, bool) or kind is bool)
+
+
+def _check(path: Path, data: dict, shape: dict, where: str = "") -> None:
+    """ArtifactError naming the first field whose value has a type the guard never writes."""
+    for key, (kind, item) in shape.items():
+        value = data.get(key)
+        if value is None:
+            continue
+        bad = not _is(value, kind) or item is not None and not all(_is(v, item) for v in value)
+        if bad:
+            want = {list: "a list", dict: "an object", str: "text", bool: "true/false", int: "an integer"}.get(
+                kind, "a number") + (f" of {item.__name__}" if item is not None else "")
+            raise ArtifactError(path, f"{where}{key} is {json.dumps(value)[:40]}, expected {want}")

@@ -266,7 +266,7 @@ def unwrap_state_dict(obj: Any) -> dict[str, Any] | None:
         if not isinstance(obj, dict) or is_optimizer_state(obj):
             return None
         if obj and all(is_tensor(v) for v in obj.values()):
-            return obj
+            return obj if all(isinstance(k, str) for k in obj) else {str(k): v for k, v in obj.items()}
         inner = next((obj[k] for k in NESTED_KEYS if isinstance(obj.get(k), dict)), None)
         if inner is None:
             break

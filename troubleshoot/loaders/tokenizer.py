@@ -21,6 +21,8 @@ therefore keeps each file's view apart::
 """
 from __future__ import annotations
 
+import functools
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -346,6 +348,26 @@ def template_over_budget(template: str, messages: list, variables: dict) -> str 
     produced, and a timer; transformers renders it only when this passes. Ordinary template errors
     are not our business here (None): transformers reports them itself.
     """
+    for text in _template_texts(template):
+        if len(text) > MAX_TEMPLATE_CHARS:  # compiling 10 MB of Jinja alone takes longer than the timer allows
+            return f"is over {MAX_TEMPLATE_CHARS:,} characters long"
+        why = _render_over_budget(text, messages, variables)
+        if why:
+            return why
+    return None
+
+
+def _template_texts(template) -> list[str]:
+    """The template strings transformers may render: one, or each of named templates (a list of
+    {"name", "template"} in tokenizer_config.json, a dict once the tokenizer is loaded)."""
+    if isinstance(template, dict):
+        return [t for t in template.values() if isinstance(t, str)]
+    if isinstance(template, list):
+        return [t.get("template") for t in template if isinstance(t, dict) and isinstance(t.get("template"), str)]
+    return [template] if isinstance(template, str) else []
+
+
+def _render_over_budget(template: str, messages: list, variables: dict) -> str | None:
     import signal
     import threading
 
@@ -384,13 +406,58 @@ def _raise(message):
     raise ValueError(message)
 
 
+MAX_TEMPLATE_GROWTH = 16 * MAX_TEMPLATE_CHARS  # a filter or method call's size times its widest argument
+_WIDE_FORMAT = re.compile(r"\d{7,}")           # a format width of a million or more: '{:>2000000000}'
+
+
+def _grows_too_much(value, args) -> bool:
+    """A filter or string method that would build a value out of all proportion to the budget:
+    ``center(2000000000)``, ``indent(100000)`` on 100,000 lines, ``replace('x', 'x' * 100000)``.
+    Checked before the call: one C-level call cannot be interrupted by the timer."""
+    size = len(value) if isinstance(value, (str, list, tuple, dict)) else 1
+    widths = [a for a in args if isinstance(a, int) and not isinstance(a, bool)]
+    widths += [len(a) for a in args if isinstance(a, (str, list, tuple))]
+    return size * max([1, *widths]) > MAX_TEMPLATE_GROWTH or any(
+        isinstance(a, str) and _WIDE_FORMAT.search(a) for a in (value, *args))
+
+
+def _bounded_filter(f):
+    """``f`` refusing arguments that would grow its result past the budget."""
+    skip = 1 if hasattr(f, "jinja_pass_arg") else 0  # context / environment come first
+
+    @functools.wraps(f)
+    def run(*args, **kwargs):
+        if len(args) > skip and _grows_too_much(args[skip], [*args[skip + 1:], *kwargs.values()]):
+            raise _OverBudget("calls a filter that builds a value too large to hold")
+        return f(*args, **kwargs)
+    return run
+
+
 def _budget_environment_class():
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
     class BudgetEnvironment(ImmutableSandboxedEnvironment):
-        """The sandbox with ``*`` and ``**`` refusing results beyond the budget."""
+        """The sandbox with ``*``, ``**``, ``%``, filters and string methods refusing results
+        beyond the budget."""
 
-        intercepted_binops = frozenset(("*", "**"))
+        intercepted_binops = frozenset(("*", "**", "%"))
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.filters = {name: _bounded_filter(f) for name, f in self.filters.items()}
+
+        def call(__self, __context, __obj, *args, **kwargs):  # noqa: N805 - jinja2's own signature
+            owner = getattr(__obj, "__self__", None)
+            if isinstance(owner, (str, list, tuple)) and _grows_too_much(owner, [*args, *kwargs.values()]):
+                raise _OverBudget("calls a method that builds a value too large to hold")
+            return super().call(__context, __obj, *args, **kwargs)
+
+        def wrap_str_format(self, value):
+            owner = getattr(value, "__self__", None)  # '{:>2000000000}'.format(1)
+            if getattr(value, "__name__", "") in ("format", "format_map") and isinstance(owner, str) \
+                    and _WIDE_FORMAT.search(owner):
+                raise _OverBudget("formats with a width too large to hold")
+            return super().wrap_str_format(value)
 
         def call_binop(self, context, operator, left, right):
             if operator == "**" and isinstance(right, (int, float)) and (
@@ -401,6 +468,8 @@ def _budget_environment_class():
                 for seq, n in ((left, right), (right, left)):
                     if isinstance(seq, (str, list, tuple)) and isinstance(n, int) and len(seq) * n > MAX_TEMPLATE_CHARS:
                         raise _OverBudget(f"builds a value of {len(seq) * n:,} items")
+            if operator == "%" and isinstance(left, str) and _WIDE_FORMAT.search(left):
+                raise _OverBudget("formats with a width too large to hold")
             return super().call_binop(context, operator, left, right)
 
     return BudgetEnvironment

@@ -73,7 +73,9 @@ def run_all(ctx: ProbeContext) -> Observations:
     from what people wrote (WRITTEN, the setup family, run first), which any measurement
     overrides. A family that raises does not hide the others: its exception becomes an error
     finding ``probe.crashed`` (the findings of the families before it are kept), so the command
-    exits 1 and the report never says that nothing was wrong.
+    exits 1 and the report never says that nothing was wrong. An input that turns out unreadable
+    (ArtifactError) ends the command with exit 2 when it is the only one, and is the error finding
+    ``input.unreadable`` when other inputs were given (their findings are kept).
     """
     from ..loaders import warnings
 
@@ -85,8 +87,11 @@ def run_all(ctx: ProbeContext) -> Observations:
             with warnings_module.catch_warnings():  # a library's UserWarning is no finding: keep stderr clean
                 warnings_module.simplefilter("ignore")
                 part = family_module(name).run(ctx)
-        except LlmfixError:
-            raise
+        except LlmfixError as err:
+            if len(ctx.artifacts) < 2:  # the one input cannot be used: one line, exit 2
+                raise
+            out.find("input.unreadable", "error", str(err), getattr(err, "path", ""))
+            continue
         except ModuleNotFoundError as err:  # torch / safetensors / transformers not installed
             out.find("probe.missing_dependency", "info",
                      f"probe '{name}' skipped: needs {err.name} (pip install 'llmfix[models]')")

@@ -66,10 +66,10 @@ def publish(data: dict, where: str, obs: Observations) -> None:
         if value is not None:
             obs.fact(name, value, SOURCE, note or where)
 
-    trips, values = data.get("trips", []), data.get("values", {})
+    trips, values = data.get("trips") or [], data.get("values") or {}  # null: not measured
     step = data.get("step")
-    ranks = data.get("ranks", {})
-    first = ranks.get("first") if ranks.get("world", 1) > 1 else None
+    ranks = data.get("ranks") or {}
+    first = ranks.get("first") if (ranks.get("world") or 1) > 1 else None
     on_ranks = f"; first on rank {', '.join(map(str, first))}" if first else ""
     loss = values.get("loss", "none: the step raised")
     obs.find("incident.trip", "error", f"step {step}: {', '.join(trips)} (loss {loss}, "

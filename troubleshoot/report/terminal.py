@@ -27,6 +27,7 @@ themes; click drops them when stdout is no terminal or NO_COLOR is set (cli.main
 from __future__ import annotations
 
 import math
+import re
 import shutil
 
 import click
@@ -92,7 +93,17 @@ def render(diag: Diagnosis, top: int = 5, fixes_per_cause: int = 1, all_fixes: b
     elif diag.artifacts and not diag.symptoms and not diag.problem_found:
         lines += hang(click.style("Nothing wrong found in these artifacts.", fg="green"),
                       ' If training still misbehaves, describe it: llmfix ask "..." --probe PATH', width, 2)
-    return "\n".join(lines).rstrip() + "\n"
+    return printable("\n".join(lines).rstrip() + "\n")
+
+
+# Control characters other than newline, tab and our own colour codes (SGR: ESC [ ... m): a file
+# named "\x1b[2J\x1b]0;x\x07.log" would otherwise clear the screen and set the terminal's title.
+_UNSAFE = re.compile(r"\x1b(?!\[[0-9;]*m)|[\x00-\x08\x0b-\x1a\x1c-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character the terminal would obey shown escaped instead."""
+    return _UNSAFE.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), text)
 
 
 def status_label(cause: RankedCause) -> str:

@@ -61,12 +61,13 @@ def sparkline(its: list[int], values: list[float], width: int = WIDTH, log: bool
     if not finite:
         return "", None, None
     lo, hi = min(finite), max(finite)
+    span = hi / 2 - lo / 2  # halved: hi - lo overflows to inf for values near +-1e308
     chars = []
     for v in picked:
         if v is None:
             chars.append(" ")
         else:
-            k = 0 if hi == lo else int((v - lo) / (hi - lo) * (len(BARS) - 1) + 0.5)
+            k = 0 if hi == lo else int((v / 2 - lo / 2) / span * (len(BARS) - 1) + 0.5)
             chars.append(BARS[k])
     back = (lambda x: math.exp(x)) if log else (lambda x: x)
     return "".join(chars), back(lo), back(hi)

@@ -64,7 +64,7 @@ def detect_format(path: Path) -> str | None:
         if fmt.magic and fmt.magic(raw, path):
             return fmt.name
     encoding = encoding_of(raw)
-    if encoding == "utf-8" and b"\x00" in raw[:8192]:
+    if encoding == "utf-8" and looks_binary(raw[:8192]):
         if _is_log_name(path):
             raise ArtifactError(path, "binary content, not a text log")
         return None
@@ -73,6 +73,17 @@ def detect_format(path: Path) -> str | None:
         if fmt.head and fmt.head(head, path):
             return fmt.name
     return _sniff_text(path, encoding)
+
+
+_NUL_RUN = re.compile(rb"\x00{16,}")
+_CONTROL = re.compile(rb"[\x00-\x08\x0b\x0e-\x1a\x1c-\x1f\x7f]")
+
+
+def looks_binary(raw: bytes) -> bool:
+    """More than 5 % control bytes (not tab, newlines, form feed or ANSI escapes). Runs of NUL are
+    left out first: a node that crashed mid-write leaves them in a text log, which stays readable."""
+    text = _NUL_RUN.sub(b"", raw)
+    return len(_CONTROL.findall(text)) > 0.05 * max(len(text), 1) if text else bool(raw)
 
 
 def _sniff_text(path: Path, encoding: str) -> str | None:
@@ -123,7 +134,7 @@ def find_logs_in(folder: str | Path) -> list[Path]:
         found.append(own)
     else:
         ckpts = sorted((int(m.group(1)), d) for d in root.iterdir()
-                       if d.is_dir() and (m := re.fullmatch(r"checkpoint-(\d+)", d.name)))
+                       if d.is_dir() and (m := re.fullmatch(r"checkpoint-(\d{1,18})", d.name)))
         for _, d in reversed(ckpts):
             if os.access(d, os.R_OK | os.X_OK) and (d / "trainer_state.json").is_file():
                 found.append(d / "trainer_state.json")

@@ -76,8 +76,21 @@ def _jsonl(head: str, path: Path) -> bool:
     """JSON objects one per line with a loss-like key (a data batch has input_ids/text instead)."""
     if not head.startswith("{"):
         return False
+    return any(isinstance(obj, dict) and loss_key(obj) and not ({"input_ids", "text", "messages"} & set(obj))
+               for obj in _head_objects(head, path))
+
+
+def _head_objects(head: str, path: Path) -> Iterator[object]:
+    """The first 20 JSON values of the head's lines (CR-only line ends too); when the head is one
+    unfinished line, the first records of the file read to their ends (as the batch sniffer does)."""
+    lines = head.splitlines()
+    if len(lines) == 1 and path.suffix.lower() in (".jsonl", ".ndjson"):
+        from ..batch.records import head_records
+
+        yield from head_records(path)
+        return
     seen = 0
-    for line in head.split("\n")[:50]:
+    for line in lines[:50]:
         line = line.strip()
         if not line.startswith("{"):
             continue
@@ -86,11 +99,9 @@ def _jsonl(head: str, path: Path) -> bool:
         except (ValueError, RecursionError):
             continue  # the sniffed head may end mid-line
         seen += 1
-        if isinstance(obj, dict) and loss_key(obj) and not ({"input_ids", "text", "messages"} & set(obj)):
-            return True
+        yield obj
         if seen >= 20:
-            break
-    return False
+            return
 
 
 def _csv(head: str, path: Path) -> bool:

@@ -15,7 +15,7 @@ from typing import IO
 
 from ...errors import ArtifactError
 from .record import Record, metric_slot, record_from_dict
-from .text import CHUNK, iter_lines
+from .text import CHUNK, encoding_of, iter_lines
 
 MAX_JSON_HEAD = 8 << 20    # trainer_state.json: bytes before "log_history" / after it
 
@@ -77,7 +77,9 @@ def trainer_state_records(path: Path) -> Iterator[Record]:
     the list. Records carry ``line`` = entry index + 1.
     """
     decoder = json.JSONDecoder()
-    with open(path, encoding="utf-8", errors="replace") as f:
+    with open(path, "rb") as f:
+        encoding = encoding_of(f.read(4))
+    with open(path, encoding=encoding, errors="replace") as f:
         head, buf, pos = _find_log_history(f, path)
         index = 0
         while True:

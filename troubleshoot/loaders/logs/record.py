@@ -132,6 +132,8 @@ def record_from_dict(d: dict, line: int, counter: int) -> Record | None:
         v = vals.get(slot)
         return to_float(v) if isinstance(v, (int, float, str)) and not isinstance(v, bool) else None
 
+    if not prefs and all(f(slot) is None for slot in ("loss", "val_loss", "lr", "grad_norm", "loss_scale")):
+        return None  # {"step": "x", "loss": "y"}: nothing to read (and no iteration to take)
     if "loss" not in vals and not prefs:
         return Record("val", step, val_loss=f("val_loss"), line=line)
     skipped, nan_count = f("skipped"), f("nan_count")

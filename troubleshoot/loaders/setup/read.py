@@ -5,8 +5,10 @@ import sys
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from ...errors import ArtifactError
+
 MAX_BYTES = 4 << 20          # a launch script, training script or config is never larger
-MAX_CONSOLE_BYTES = 32 << 20  # console output: the head and the tail beyond this are read
+MAX_CONSOLE_BYTES = 8 << 20   # console output: the head and the tail beyond this are read (~1 s/MB to search)
 STDIN = "-"
 
 
@@ -25,7 +27,7 @@ def read_text(path: Path, limit: int = MAX_BYTES) -> str | None:
         raw = f.read(limit)
     if b"\x00" in raw[:8192]:
         return None
-    return raw.decode("utf-8", "replace")
+    return raw.decode("utf-8-sig", "replace")  # a BOM is no part of the text (Python and YAML skip it too)
 
 
 def read_console(path: str) -> tuple[str, bool]:
@@ -33,8 +35,10 @@ def read_console(path: str) -> tuple[str, bool]:
 
     Beyond MAX_CONSOLE_BYTES the head and the last quarter are kept: errors sit at the end."""
     if path == STDIN:
-        raw = sys.stdin.buffer.read(MAX_CONSOLE_BYTES + 1)
-        return raw[:MAX_CONSOLE_BYTES].decode("utf-8", "replace"), len(raw) > MAX_CONSOLE_BYTES
+        if sys.stdin is None:
+            raise ArtifactError(STDIN, "standard input is closed: pipe the console output in (... | llmfix probe -)")
+        head, tail, cut = _head_and_tail(sys.stdin.buffer)
+        return (head + (b"\n" if cut else b"") + tail).decode("utf-8", "replace"), cut
     size = Path(path).stat().st_size
     with open(path, "rb") as f:
         if size <= MAX_CONSOLE_BYTES:
@@ -48,3 +52,15 @@ def read_console(path: str) -> tuple[str, bool]:
 def snake(name: str) -> str:
     """A flag or key as a key path segment: --clip-grad -> clip_grad."""
     return name.strip().lstrip("-").replace("-", "_").lower()
+
+
+def _head_and_tail(stream) -> tuple[bytes, bytes, bool]:
+    """The first three quarters of MAX_CONSOLE_BYTES of a stream, its last quarter, and whether
+    bytes between them were skipped; memory stays within MAX_CONSOLE_BYTES however long it runs."""
+    head = stream.read(MAX_CONSOLE_BYTES * 3 // 4)
+    keep, tail, cut = MAX_CONSOLE_BYTES // 4, b"", False
+    for chunk in iter(lambda: stream.read(1 << 20), b""):
+        tail += chunk
+        if len(tail) > keep:
+            tail, cut = tail[-keep:], True
+    return head, tail, cut

@@ -13,6 +13,7 @@ with no -100 masking anywhere, masks filled with -1e9 / float('-inf') / finfo(fl
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -45,16 +46,43 @@ def is_python(path: Path, head: str) -> bool:
     return path.suffix.lower() == ".py" or head.startswith("#!") and "python" in head[:60]
 
 
+MAX_SCRIPT_BYTES = 256 << 10  # a training script is tens of KB; dense code takes ~0.5 KB of AST a byte
+MAX_NESTING = 100          # AST depth: ast.unparse / literal_eval recurse, a deeper tree would overflow
+
+
 def parse(path: Path) -> tuple[ast.Module, list[str]]:
-    text = read_text(path)
+    """The script's syntax tree and lines (parsed once per command: settings and patterns share it)."""
+    st = Path(path).stat()
+    return _parse(str(path), st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=2)
+def _parse(path: str, size: int, _mtime: int) -> tuple[ast.Module, list[str]]:
+    if size > MAX_SCRIPT_BYTES:
+        raise ArtifactError(path, f"larger than {MAX_SCRIPT_BYTES >> 10} KiB: not read as a training script")
+    text = read_text(Path(path))
     if text is None:
         raise ArtifactError(path, "binary content, not a Python script")
     try:
-        return ast.parse(text, filename=str(path)), text.splitlines()
-    except (SyntaxError, ValueError, RecursionError) as err:
+        tree = ast.parse(text, filename=path)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as err:  # MemoryError: the parser's own stack
         line = getattr(err, "lineno", None)
         where = f" (line {line})" if line else ""
-        raise ArtifactError(path, f"not valid Python{where}: {getattr(err, 'msg', err)}") from None
+        why = getattr(err, "msg", None) or str(err) or "nested too deeply"
+        raise ArtifactError(path, f"not valid Python{where}: {why}") from None
+    if _depth(tree) > MAX_NESTING:
+        raise ArtifactError(path, f"expressions nested deeper than {MAX_NESTING} levels: not read as a training script")
+    return tree, text.splitlines()
+
+
+def _depth(tree: ast.AST) -> int:
+    """The deepest node's depth, without recursion."""
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return deepest
 
 
 def script_settings(path: Path) -> list[Setting]:

@@ -9,6 +9,7 @@ Setting named like the flag (``--clip-grad 1.0`` -> ``clip_grad``).
 """
 from __future__ import annotations
 
+import itertools
 import re
 import shlex
 from pathlib import Path
@@ -30,29 +31,36 @@ def is_launch(path: Path, head: str) -> bool:
         or bool(LAUNCHERS.search(head))
 
 
+MAX_SHELL_BYTES = 1 << 20  # a launch script is a few KB; shlex reads ~1 MB/s
+MAX_SETTINGS = 20_000      # settings kept from one script (as trainer configs' MAX_LEAVES)
+
+
 def shell_settings(path: Path) -> list[Setting]:
-    text = read_text(path) or ""
+    text = read_text(path, limit=MAX_SHELL_BYTES) or ""
     return command_settings(text)
 
 
 def command_settings(text: str) -> list[Setting]:
     """Settings from shell text: a script or a pasted command line."""
     variables: dict[str, tuple[list[str], int]] = {}
+    expand = _Expander(variables)
     out: list[Setting] = []
     for line_no, line in _logical_lines(text):
+        if len(out) >= MAX_SETTINGS:
+            break
         assign = _ASSIGN.match(line)
         if assign and not _is_command(assign.group(2)):
             # unquoted $NAME splits on spaces, so a quoted list of flags is still a list of words
             tokens = [word for token in _split(assign.group(2).strip().strip("()")) for word in token.split()]
-            variables[assign.group(1)] = (_expand(tokens, variables), line_no)
+            variables[assign.group(1)] = (expand(tokens), line_no)
             if any(t.startswith("--") for t in tokens):
                 out += _flags(variables[assign.group(1)][0], line_no)
             continue
         words = _split(line)
         while words and _ASSIGN.match(words[0]):  # environment prefix
             words.pop(0)
-        out += _flags(_expand(words, variables), line_no)
-    return out
+        out += _flags(expand(words), line_no)
+    return out[:MAX_SETTINGS]
 
 
 def _is_command(value: str) -> bool:
@@ -103,15 +111,42 @@ def _split(text: str) -> list[str]:
         return text.split("#", 1)[0].split()
 
 
-def _expand(tokens: list[str], variables: dict[str, tuple[list[str], int]]) -> list[str]:
-    out: list[str] = []
-    for token in tokens:
-        whole = _VAR.fullmatch(token)
-        if whole and (whole.group(1) or whole.group(2)) in variables:
-            out += variables[whole.group(1) or whole.group(2)][0]
-            continue
-        out.append(_VAR.sub(lambda m: " ".join(variables.get(m.group(1) or m.group(2), ([m.group(0)], 0))[0]), token))
-    return out
+class _Expander:
+    """``$NAME`` / ``${NAME}`` / ``${NAME[@]}`` replaced by the words remembered for NAME, within a
+    budget for the whole script: ``V2="$V1 $V1"`` repeated 40 times would double to 2**40 words
+    (and ``V2="$V1$V1"`` to a 2**40-character word). Past the budget, names stay as written."""
+
+    MAX_CHARS = 4 << 20   # characters all expansions of one script may produce (as much as the file)
+    MAX_WORD = 4096       # characters of one expanded word
+
+    def __init__(self, variables: dict[str, tuple[list[str], int]]) -> None:
+        self.variables, self.left = variables, self.MAX_CHARS
+
+    def __call__(self, tokens: list[str]) -> list[str]:
+        out: list[str] = []
+        for token in tokens:
+            if self.left <= 0:  # budget spent: the rest as written
+                out.append(token)
+                continue
+            whole = _VAR.fullmatch(token)
+            name = whole and (whole.group(1) or whole.group(2))
+            for word in self.variables[name][0] if name in self.variables else [self._substituted(token)]:
+                out.append(word[:self.MAX_WORD])
+                self.left -= len(out[-1]) + 1
+                if self.left <= 0:
+                    break
+        return out
+
+    def _substituted(self, token: str) -> str:
+        """``--save=$DIR/ckpt``: each name replaced by its words joined, at most MAX_WORD in all."""
+        left = [self.MAX_WORD]
+
+        def value(m: re.Match) -> str:
+            words = self.variables.get(m.group(1) or m.group(2), ([m.group(0)], 0))[0]
+            text = " ".join(itertools.islice(words, left[0]))[:max(left[0], 0)]
+            left[0] -= len(text)
+            return text
+        return _VAR.sub(value, token)
 
 
 def _flags(tokens: list[str], line: int) -> list[Setting]:

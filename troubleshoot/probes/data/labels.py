@@ -28,7 +28,7 @@ DEFAULTS = {
     "double_shift_evidence": 16,  # supervised positions needed before judging the shift
     "repeat_max_period": 13,     # OLMo repeated-sequence filter: period 1..13 ...
     "repeat_min_repeats": 32,    # ... repeated at least 32 times
-    "repeat_max_tokens": 2_000_000,
+    "repeat_max_tokens": 1_000_000,
 }
 GOOD_WHEN_TRUE = {"data.mask.binary", "data.eos.present"}
 IGNORE = -100
@@ -199,18 +199,19 @@ def repeats_in_rows(b: Batch, ids, keep, obs: Observations, options: dict) -> No
     import torch
 
     rows, width = ids.shape
-    take = max(1, min(rows, options["repeat_max_tokens"] // max(1, width)))
-    flat = ids[:take].clone()
+    cols = min(width, options["repeat_max_tokens"])  # one row of 3M tokens is cut too
+    take = max(1, min(rows, options["repeat_max_tokens"] // max(1, cols)))
+    flat = ids[:take, :cols].clone()
     sep = -(1 << 40) - torch.arange(flat.numel()).reshape(flat.shape)
-    flat = torch.where(keep[:take], flat, sep).flatten()
+    flat = torch.where(keep[:take, :cols], flat, sep).flatten()
     hits = periodic_runs(flat, options["repeat_max_period"], options["repeat_min_repeats"])
-    if take < rows:
+    if take < rows or cols < width:
         obs.find("data.capped", "info", f"repeated-sequence check ran on the first {take} of {rows} rows "
-                 f"(cap {options['repeat_max_tokens']} tokens)", str(b.path))
-    hit_rows = sorted({start // width for start, _, _ in hits})
+                 f"and {cols} of {width} positions (cap {options['repeat_max_tokens']} tokens)", str(b.path))
+    hit_rows = sorted({start // cols for start, _, _ in hits})
     if hit_rows:
         start, period, length = hits[0]
-        r, t = divmod(start, width)
+        r, t = divmod(start, cols)
         obs.find("data.tokens.periodic_repeats", "warning",
                  f"{len(hit_rows)} rows hold a token sequence of period <= {options['repeat_max_period']} "
                  f"repeated >= {options['repeat_min_repeats']} times, e.g. {b.loc(r, t)}: period {period}, "

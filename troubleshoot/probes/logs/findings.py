@@ -94,8 +94,9 @@ def _summary_findings(s: Summary, obs: Observations) -> None:
     obs.find("logs.summary", "info", f"parsed {s.records} training records ({formats.get(s.fmt).detail}), "
              f"{span}{every}{loss}", s.path,
              {"format": s.fmt, "records": s.records, "first": s.first_it, "last": s.last_it})
-    if not s.records:
-        obs.find("logs.nothing_read", "error", f"no training records could be read from {Path(s.path).name}: "
+    if not s.records or s.first_loss is None and s.nan is None and not s.vals:
+        what = "no training records" if not s.records else f"{s.records} records but no loss value"
+        obs.find("logs.nothing_read", "error", f"{what} could be read from {Path(s.path).name}: "
                  "give the log your trainer printed (a line per step with the loss), its JSONL metrics or "
                  "trainer_state.json", s.path)
     if s.truncated:
