@@ -127,7 +127,84 @@ SIGNATURES = [
      {"forward.loss_finite": False}),
     ("[2024-01-01 10:00:00,000] [INFO] [loss_scaler.py:183:update_scale] [deepspeed] OVERFLOW! Rank 0 Skipping step. "
      "Attempted loss scale: 2, reducing to 1", "deepspeed_overflow_skip", {"fp16overflow.scale_at_minimum": True}),
+    ("`use_cache=True` is incompatible with gradient checkpointing. Setting `use_cache=False`.\n"
+     "  0%|          | 0/1465 [00:00<?, ?it/s]", "gc_use_cache_off", {"train.gradient_checkpointing": True}),
+    ("/usr/lib/python3.10/site-packages/torch/utils/checkpoint.py:429: UserWarning: torch.utils.checkpoint: please pass "
+     "in use_reentrant=True or use_reentrant=False explicitly. The default value of use_reentrant will be updated",
+     "gc_use_reentrant_unset", {"train.gradient_checkpointing": True}),
+    ("ValueError: You cannot perform fine-tuning on purely quantized models. Please attach trainable adapters on top of "
+     "the quantized model", "quantized_without_adapters", {"grads.trainable_fraction": 0}),
+    ("UserWarning: Could not find response key `### Answer:` in the following instance: <s> ### Question: hi ... This "
+     "instance will be ignored in loss calculation. Note, if this happens often, consider increasing the `max_seq_length`.",
+     "completion_only_template_missing", {"data.labels.no_target": True, "zeroloss.template_warning": True}),
+    ("[2024-03-08 16:33:21,416] [INFO] [unfused_optimizer.py:207:step] [deepspeed] fp16 dynamic loss scale overflow! "
+     "Skipping step. Attempted loss scale: 1, reducing to 1", "deepspeed_dynamic_scale_overflow",
+     {"train.precision": "fp16", "fp16overflow.scale_at_minimum": True}),
+    ("AssertionError: Rank 11: found NaN in local grad norm in backward pass before data-parallel communication "
+     "collective. Device: 3, node: node-15-11", "megatron_nan_grad_norm", {"grads.nonfinite": True, "logs.nan": True}),
+    ("RuntimeError: Rank 2, node n1, device 2, iteration 412: Unexpected result nan (message='found NaN in local forward "
+     "loss calculation')", "megatron_nan_forward_loss", {"logs.nan": True}),
+    ("File \"transformers/trainer_pt_utils.py\", line 110, in nested_concat\ntorch.cuda.OutOfMemoryError: CUDA out of "
+     "memory. Tried to allocate 7.81 GiB", "cuda_oom", {"evaloom.accumulates_logits": True}),
+    ("File \"transformers/generation/utils.py\", line 2410, in _sample\n    outputs = self(**model_inputs)\n"
+     "torch.cuda.OutOfMemoryError: CUDA out of memory.", "cuda_oom", {"evaloom.generates": True}),
+    ("ScatterGatherKernel.cu:144: operator(): block: [0,0,0], thread: [1,0,0] Assertion `idx_dim >= 0 && idx_dim < "
+     "index_size && \"index out of bounds\"` failed.", "scatter_gather_index_assert", {"data.tokens.out_of_range": True}),
+    ("RuntimeError: FlashAttention only supports Ampere GPUs or newer.", "flash_attn_needs_ampere",
+     {"train.attn_impl": "flash-attn"}),
+    ("[rank1]:[E1003 18:37:01.833621509 ProcessGroupNCCL.cpp:1709] [PG 0 (default_pg) Rank 1] Timeout at NCCL work: "
+     "6463, last enqueued NCCL work: 6463, last completed NCCL work: 6462.", "nccl_watchdog_timeout",
+     {"logs.system_error": "nccl-timeout"}),
+    ("torch.distributed.DistBackendError: [3] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via "
+     "c10d key-value store by key '0', but store->get('0') got error: Socket Timeout", "nccl_unique_id_store_timeout",
+     {"system.fails_at_init": True}),
+    ("[WARNING|trainer.py:2707] >> deepspeed.save_16bit_model didn't save the model, since "
+     "stage3_gather_16bit_weights_on_model_save=false. Saving the full checkpoint instead, use zero_to_fp32.py to "
+     "recover weights", "zero3_16bit_not_saved", {"train.zero_stage": 3}),
+    ("RuntimeError: Error(s) in loading state_dict for LlamaForCausalLM:\n\tsize mismatch for model.embed_tokens.weight: "
+     "copying a param with shape torch.Size([0]) from checkpoint, the shape in current model is torch.Size([32000, 4096]).",
+     "load_empty_zero3_tensor", {"weights.empty_tensors": 1, "export.resized_embeddings": None}),
+    ("\tsize mismatch for base_model.model.lm_head.weight: copying a param with shape torch.Size([32001, 4096]) from "
+     "checkpoint, the shape in current model is torch.Size([32000, 4096]).", "load_vocab_size_mismatch",
+     {"export.resized_embeddings": True}),
+    ("peft/utils/save_and_load.py:260: UserWarning: Setting `save_embedding_layers` to `True` as the embedding layer has "
+     "been resized during finetuning.", "peft_saves_resized_embeddings",
+     {"export.resized_embeddings": True, "weights.lora_saves_embeddings": True}),
+    ("Some weights of LlamaForCausalLM were not initialized from the model checkpoint at ./out and are newly "
+     "initialized: ['lm_head.weight']", "lm_head_newly_initialized", {"weights.tie_broken": True}),
+    ("It is strongly recommended to train Gemma2 models with the `eager` attention implementation instead of "
+     "`flash_attention_2`. Use `eager` with `AutoModelForCausalLM.from_pretrained('<path-to-checkpoint>', "
+     "attn_implementation='eager')`.", "gemma_train_eager_warning",
+     {"model.attn_softcapping": True, "model.attn_implementation": "flash_attention_2"}),
+    ("It is strongly recommended to train Gemma3 models with the eager attention implementation instead of sdpa.",
+     "gemma_train_eager_warning", {"model.attn_softcapping": None, "model.attn_implementation": "sdpa"}),
+    ("The attention mask is not set and cannot be inferred from input because pad token is same as eos token. As a "
+     "consequence, you may observe unexpected behavior.", "generate_pad_is_eos", {"model.pad_is_eos": True}),
+    ("UserWarning: The average ratio of batch (13.70) exceeds threshold 10.00. Skipping batch.", "ppo_ratio_threshold",
+     {"pref.ratio_warning": True}),
 ]
+
+
+NEAR_MISSES = [   # text that names the error without showing it, or a harmless sibling line
+    ("Some weights of the model checkpoint at ./out were not used when initializing LlamaForCausalLM: ['lm_head.weight']",
+     "lm_head_newly_initialized"),
+    ("Some weights of LlamaForCausalLM were not initialized from the model checkpoint and are newly initialized: "
+     "['model.layers.0.self_attn.rotary_emb.inv_freq']", None),
+    ("size mismatch for model.layers.0.mlp.up_proj.weight: copying a param with shape torch.Size([11008, 4096]) from "
+     "checkpoint", "load_vocab_size_mismatch"),
+    ("I set use_cache=False and turned gradient checkpointing off", "gc_use_cache_off"),
+    ("Gradient overflow is rare with bf16", "deepspeed_dynamic_scale_overflow"),
+    ("the NCCL communicator setup is fine on one node", "nccl_unique_id_store_timeout"),
+    ("The average ratio of wins is high", "ppo_ratio_threshold"),
+]
+
+
+@pytest.mark.parametrize("text,signature", NEAR_MISSES)
+def test_near_misses_set_no_signature_fact(kb, text, signature):
+    ex = extract(kb, text)
+    if signature:
+        assert signature not in [s.signature.id for s in ex.signatures]
+    assert "weights.tie_broken" not in ex.facts
 
 
 @pytest.mark.parametrize("text,signature,expected", SIGNATURES)
