@@ -231,6 +231,17 @@ SIGNATURES = [
      "consequence, you may observe unexpected behavior.", "generate_pad_is_eos", {"model.pad_is_eos": True}),
     ("UserWarning: The average ratio of batch (13.70) exceeds threshold 10.00. Skipping batch.", "ppo_ratio_threshold",
      {"pref.ratio_warning": True}),
+    ("WARNING: tokenization mismatch: 1847 vs. 1846. (ignored)", "tokenization_mismatch_ignored",
+     {"data.labels.no_target": True}),
+    ("RuntimeError: Detected mismatch between collectives on ranks. Rank 0 is running collective: "
+     "CollectiveFingerPrint(OpType=ALLGATHER, TensorShape=[4]), but Rank 1 is running collective: "
+     "CollectiveFingerPrint(OpType=BROADCAST)", "collectives_mismatch", {"logs.system_error": "nccl-timeout"}),
+    ("WARNING - Gradient accumulation steps mismatch: GradientAccumulationPlugin has 1, DeepSpeed config has 8. Using "
+     "DeepSpeed's value.", "accelerate_ga_mismatch", {"train.framework": "deepspeed"}),
+    ("FSDP Warning: When using FSDP, it is efficient and recommended to call prepare for the model before creating the "
+     "optimizer", "fsdp_optimizer_before_prepare", {"train.fsdp": True, "nograd.optimizer_built_early": True}),
+    ("node-2:5776:5902 [0] transport/net_ib.cc:1296 NCCL WARN NET/IB : Got completion from peer 10.2.0.5<33092> with "
+     "error 12, opcode 0, len 0, vendor err 129 (Recv)", "nccl_error", {"system.nccl_error": True}),
 ]
 
 
