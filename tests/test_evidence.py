@@ -242,6 +242,12 @@ SIGNATURES = [
      "optimizer", "fsdp_optimizer_before_prepare", {"train.fsdp": True, "nograd.optimizer_built_early": True}),
     ("node-2:5776:5902 [0] transport/net_ib.cc:1296 NCCL WARN NET/IB : Got completion from peer 10.2.0.5<33092> with "
      "error 12, opcode 0, len 0, vendor err 129 (Recv)", "nccl_error", {"system.nccl_error": True}),
+    ("ValueError: Asking to pad but the tokenizer does not have a padding token. Please select a token to use as "
+     "`pad_token` `(tokenizer.pad_token = tokenizer.eos_token e.g.)`", "tokenizer_without_pad", {"model.pad_is_eos": None}),
+    ("Setting `pad_token_id` to `eos_token_id`:128001 for open-end generation.", "generate_pad_from_eos",
+     {"model.pad_is_eos": None}),
+    ("RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!",
+     "tensors_on_two_devices", {}),
 ]
 
 
