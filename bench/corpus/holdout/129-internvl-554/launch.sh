@@ -1,0 +1,1 @@
+GPUS=1 BATCH_SIZE=1 PER_DEVICE_BATCH_SIZE=1 sh internvl2_8b_internlm2_7b_dynamic_res_2nd_finetune_lora.sh
