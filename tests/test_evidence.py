@@ -134,6 +134,13 @@ VALUES = [
     ("inference uses a different prompt template at inference than in training", {"repetition.template_matches": False}),
     ("推理时没有使用chat template", {"repetition.template_matches": False}),
     ("the attention_mask is never passed to the model in my forward", {"mask.passed_to_model": False}),
+    ("the pad token is the same as the eos token in this tokenizer", {"model.pad_is_eos": True}),
+    ("I am using eos as pad token", {"model.pad_is_eos": True}),
+    ("eos和pad token id 一样，是不是改错了", {"model.pad_is_eos": True}),
+    ("pad和eos不一样", {"model.pad_is_eos": None}),
+    ("DPO训练时，nll_loss一直为nan", {"logs.nan": True}),
+    ("{'eval_loss': nan, 'eval_runtime': 12.1}", {"logs.nan": True}),
+    ("{'eval_loss': 1.52, 'eval_runtime': 12.1}", {"logs.nan": None}),
 ]
 
 
