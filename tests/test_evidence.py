@@ -146,6 +146,14 @@ VALUES = [
     ("看 loss 有点异常，loss 陡然就变成了 0", {"logs.loss_zero": True}),
     ("why do prob_eval(train)/chosen and rewards_eval(train)/chosen gradually decrease?", {"logs.pref.chosen_logps_falling": True}),
     ("rewards_train/chosen keeps increasing", {"logs.pref.chosen_logps_falling": None}),
+    ("Loading checkpoint shards: 52%|█████▏    | 17/33\nKilled\n", {"system.killed_signal9": True}),
+    ("进行chatglm2 ptuning时，sh train.sh超内存", {"system.killed_signal9": True}),
+    ("训练时GPU内存不足", {"system.killed_signal9": None}),
+    ("显存不足，训练时 OOM", {"system.killed_signal9": None}),
+    ("the process was not killed, it just hangs", {"system.killed_signal9": None}),
+    ("lr_scheduler.step() is called on every micro-batch, so the learning rate decays far too fast",
+     {"lossplateau.lr_schedule_off": True}),
+    ("the learning rate decays slowly with cosine", {"lossplateau.lr_schedule_off": None}),
 ]
 
 
@@ -279,6 +287,10 @@ SIGNATURES = [
      {"model.pad_is_eos": None}),
     ("RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!",
      "tensors_on_two_devices", {}),
+    ("AssertionError: num_heads (52) must be divisible by mp_size (8)", "heads_not_divisible",
+     {"tp.kv_heads_divisible": False}),
+    ("ValueError: num_attention_heads (40) must be a multiple of tensor_model_parallel_size (3).", "heads_not_divisible",
+     {"tp.kv_heads_divisible": False}),
 ]
 
 
