@@ -149,6 +149,7 @@ VALUES = [
     ("Loading checkpoint shards: 52%|█████▏    | 17/33\nKilled\n", {"system.killed_signal9": True}),
     ("进行chatglm2 ptuning时，sh train.sh超内存", {"system.killed_signal9": True}),
     ("训练时GPU内存不足", {"system.killed_signal9": None}),
+    ("generate.py fails on `Loading checkpoint shards: 52%` with message `killed`.", {"system.killed_signal9": True}),
     ("显存不足，训练时 OOM", {"system.killed_signal9": None}),
     ("the process was not killed, it just hangs", {"system.killed_signal9": None}),
     ("lr_scheduler.step() is called on every micro-batch, so the learning rate decays far too fast",
