@@ -155,6 +155,19 @@ VALUES = [
     ("lr_scheduler.step() is called on every micro-batch, so the learning rate decays far too fast",
      {"lossplateau.lr_schedule_off": True}),
     ("the learning rate decays slowly with cosine", {"lossplateau.lr_schedule_off": None}),
+    ("fine-tuning the base model with the <|im_start|> chat template", {"train.base_model_chat_tokens": True}),
+    ("model = AutoModelForCausalLM.from_pretrained(p, torch_dtype=torch.float16)\ntrainer = Trainer(args=TrainingArguments(fp16=True))",
+     {"fp16overflow.params_loaded_fp16": True, "model.dtype": "fp16"}),
+    ("def compute_loss(self, model, inputs, return_outputs=False):", {"zeroloss.custom_loss": True}),
+    ("we compute the loss with our custom loss function", {"zeroloss.custom_loss": True, "nanloss.custom_math": True}),
+    ("loss = -torch.log(torch.softmax(logits, dim=-1))", {"nanloss.custom_math": True}),
+    ("I wrote my own attention implementation with a padding mask", {"mask.custom_attention": True}),
+    ("converted the checkpoint from Megatron to HF with the official script", {"tp.converted_checkpoint": True}),
+    ("megatron转hf之后输出乱码", {"tp.converted_checkpoint": True}),
+    ("the eval loop runs under with torch.no_grad(): and model.eval()", {"evaloom.no_grad": True}),
+    ("the eval loop runs without torch.no_grad()", {"evaloom.no_grad": False}),
+    ("dmesg shows Xid errors on node 12 right before the NaN", {"nanloss.xid_errors": True, "lossspike.xid_near_spike": True}),
+    ("no Xid errors in dmesg", {"nanloss.xid_errors": None}),
 ]
 
 
