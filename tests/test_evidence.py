@@ -66,6 +66,108 @@ VALUES = [
     ("it never produces the EOS token and stops at max_new_tokens", {"repetition.hits_max_tokens": True}),
     ("after converting to GGUF the model outputs gibberish", {"export.converted_bad_hf_ok": True}),
     ("tie_word_embeddings is true but lm_head was not physically tied", {"weights.tie_broken": True}),
+    ("lowering the learning rate to 1e-5 fixed it", {"nanloss.lower_lr_fixes": True}),
+    ("the NaN went away after I reduced the lr", {"nanloss.lower_lr_fixes": True}),
+    ("把学习率调小以后就正常了", {"nanloss.lower_lr_fixes": True}),
+    ("lowering the learning rate did not help", {"nanloss.lower_lr_fixes": None}),
+    ("调小学习率后问题没有解决", {"nanloss.lower_lr_fixes": None}),
+    ("switching to eager attention fixed it", {"zeroloss.eager_fixes": True}),
+    ("disabling flash attention solved the problem", {"zeroloss.eager_fixes": True}),
+    ("it works fine with attn_implementation='eager'", {"zeroloss.eager_fixes": True}),
+    ("关闭flash attention后loss正常了", {"zeroloss.eager_fixes": True}),
+    ("I tried attn_implementation=eager but the loss is still 0", {"zeroloss.eager_fixes": None}),
+    ("fp16 gives nan but it trains fine in bf16", {"fp16overflow.fp32_ok": True}),
+    ("换成bf16就正常了", {"fp16overflow.fp32_ok": True}),
+    ("it doesn't work with bf16 either", {"fp16overflow.fp32_ok": None}),
+    ("single GPU works, but with 8 GPUs it hangs at the first all_reduce",
+     {"system.single_gpu_ok": True, "system.fails_at_init": True}),
+    ("单卡正常，多卡每次都卡在同一个step", {"system.single_gpu_ok": True, "system.fails_at_fixed_point": True}),
+    ("one GPU shows ERR! in nvidia-smi", {"system.single_gpu_ok": None}),
+    ("it always hangs on the same step of epoch 2", {"system.fails_at_fixed_point": True}),
+    ("the lora weights don't change at all, lora_B is still all zeros", {"nograd.weights_changed": False}),
+    ("训练后lora参数没有更新", {"nograd.weights_changed": False}),
+    ("{'loss': 1.93, 'grad_norm': 0.0, 'learning_rate': 0.0, 'epoch': 0.02}", {"nograd.logged_lr_zero": True}),
+    ("{'loss': 1.93, 'learning_rate': 0.0002, 'epoch': 0.02}", {"nograd.logged_lr_zero": None}),
+    ("the loss keeps oscillating between 2 and 3", {"lossplateau.oscillating": True}),
+    ("预训练loss一直震荡", {"lossplateau.oscillating": True}),
+    ("pretraining loss stuck at 10.8 for 2000 steps", {"lossplateau.stuck_at_ln_vocab": True}),
+    ("loss stuck at 2.3 for 2000 steps", {"lossplateau.stuck_at_ln_vocab": None}),
+    ("sample_packing: true", {"mask.packed_sequences": True}),
+    ("we train without sequence packing", {"mask.packed_sequences": False}),
+    ("generation uses greedy decoding with max_new_tokens=512", {"repetition.greedy_decoding": True}),
+    ("the DPO loss is stuck at 0.693 for the whole run", {"logs.pref.loss_stuck": True}),
+    ("{'loss': 0.6931, 'rewards/chosen': 0.0, 'epoch': 0.0}", {"logs.pref.loss_stuck": None}),
+    ("objective/kl goes negative after 50 steps", {"logs.pref.kl_negative": True}),
+    ("PPO训练KL散度为负", {"logs.pref.kl_negative": True}),
+    ("the completion length keeps growing during GRPO", {"logs.pref.length_growing": True}),
+    ("GRPO训练回答越来越长", {"logs.pref.length_growing": True}),
+    ("the output folder only contains adapter_model.safetensors", {"export.only_adapter_files": True}),
+    ("pytorch_model.bin is only 610K after saving", {"export.saved_size_tiny": True}),
+    ("zero3训练导出的模型只有几KB", {"export.saved_size_tiny": True}),
+    ("pytorch_model.bin is 13.5 GB", {"export.saved_size_tiny": None}),
+    ("every saved weight has shape torch.Size([0])", {"weights.empty_tensors": 1}),
+    ("before merging the adapter works great, after merging it outputs garbage", {"export.adapter_ok_merged_bad": True}),
+    ("合并前效果很好，合并后测试效果很差", {"export.adapter_ok_merged_bad": True}),
+    ("eval loss keeps increasing while the train loss goes down", {"logs.eval_loss_rising": True}),
+    ("验证集loss反而上升", {"logs.eval_loss_rising": True}),
+    ("after step 300 the model weights became nan", {"weights.nonfinite": True}),
+    ("there were NaN values in the labels of my dataset", {"data.has_nonfinite": True}),
+    ("--predict_with_generate --per_device_eval_batch_size 32", {"evaloom.generates": True, "evaloom.eval_batch_size": 32}),
+    ("fine-tuned only on our medical data, without general data", {"forgetting.replay_data": False}),
+    ("没有混入通用数据，只用了领域数据", {"forgetting.replay_data": False}),
+    ("--num_train_epochs 10", {"repetition.epochs": 10, "forgetting.epochs": 10}),
+    ("DPOConfig(beta=0.01, learning_rate=5e-7)", {"train.pref.beta": 0.01, "train.lr": 5e-7}),
+    ("optimizer AdamW betas=(0.9, 0.95), adam_beta2=0.95", {"train.pref.beta": None}),
+    ('"max_position_embeddings": 4096, "vocab_size": 32000', {"model.max_positions": 4096, "model.vocab_size": 32000}),
+    ('"num_local_experts": 8, "num_experts_per_tok": 2', {"model.moe.num_experts": 8, "model.moe.top_k": 2}),
+    ("--moe-router-dtype fp32 --fp8", {"moe.router_dtype": "fp32", "train.fp8": True}),
+    ("--no-check-for-nan-in-loss-and-grad", {"train.nan_guard": False}),
+    ("model = PeftModel.from_pretrained(base, 'out/checkpoint-500', is_trainable=False)", {"nograd.adapter_loaded_frozen": True}),
+    ("PeftModel.from_pretrained(base, path, is_trainable=True)", {"nograd.adapter_loaded_frozen": False}),
+    ("I added 3 new special tokens and called resize_token_embeddings", {"export.resized_embeddings": True}),
+    ("我们扩充了词表然后做了增量预训练", {"export.resized_embeddings": True}),
+    ("I forgot to add the EOS token to the targets", {"data.eos.present": False}),
+    ("构建数据时output没有加eos", {"data.eos.present": False}),
+    ("every target ends with the eos token", {"data.eos.present": None}),
+    ("samples longer than cutoff_len get truncated, so the EOS is cut off", {"repetition.truncated_targets": True}),
+    ("超过max_target_length的样本终止符被截断", {"repetition.truncated_targets": True}),
+    ("inference uses a different prompt template at inference than in training", {"repetition.template_matches": False}),
+    ("推理时没有使用chat template", {"repetition.template_matches": False}),
+    ("the attention_mask is never passed to the model in my forward", {"mask.passed_to_model": False}),
+    ("the pad token is the same as the eos token in this tokenizer", {"model.pad_is_eos": True}),
+    ("I am using eos as pad token", {"model.pad_is_eos": True}),
+    ("eos和pad token id 一样，是不是改错了", {"model.pad_is_eos": True}),
+    ("pad和eos不一样", {"model.pad_is_eos": None}),
+    ("DPO训练时，nll_loss一直为nan", {"logs.nan": True}),
+    ("{'eval_loss': nan, 'eval_runtime': 12.1}", {"logs.nan": True}),
+    ("{'eval_loss': 1.52, 'eval_runtime': 12.1}", {"logs.nan": None}),
+    ('model = AutoModelForCausalLM.from_pretrained("bigscience/bloom-1b1", load_in_8bit=True)  # training', {"logs.oom_phase": None}),
+    ("训练时OOM了", {"logs.oom_phase": "train"}),
+    ("看 loss 有点异常，loss 陡然就变成了 0", {"logs.loss_zero": True}),
+    ("why do prob_eval(train)/chosen and rewards_eval(train)/chosen gradually decrease?", {"logs.pref.chosen_logps_falling": True}),
+    ("rewards_train/chosen keeps increasing", {"logs.pref.chosen_logps_falling": None}),
+    ("Loading checkpoint shards: 52%|█████▏    | 17/33\nKilled\n", {"system.killed_signal9": True}),
+    ("进行chatglm2 ptuning时，sh train.sh超内存", {"system.killed_signal9": True}),
+    ("训练时GPU内存不足", {"system.killed_signal9": None}),
+    ("generate.py fails on `Loading checkpoint shards: 52%` with message `killed`.", {"system.killed_signal9": True}),
+    ("显存不足，训练时 OOM", {"system.killed_signal9": None}),
+    ("the process was not killed, it just hangs", {"system.killed_signal9": None}),
+    ("lr_scheduler.step() is called on every micro-batch, so the learning rate decays far too fast",
+     {"lossplateau.lr_schedule_off": True}),
+    ("the learning rate decays slowly with cosine", {"lossplateau.lr_schedule_off": None}),
+    ("fine-tuning the base model with the <|im_start|> chat template", {"train.base_model_chat_tokens": True}),
+    ("model = AutoModelForCausalLM.from_pretrained(p, torch_dtype=torch.float16)\ntrainer = Trainer(args=TrainingArguments(fp16=True))",
+     {"fp16overflow.params_loaded_fp16": True, "model.dtype": "fp16"}),
+    ("def compute_loss(self, model, inputs, return_outputs=False):", {"zeroloss.custom_loss": True}),
+    ("we compute the loss with our custom loss function", {"zeroloss.custom_loss": True, "nanloss.custom_math": True}),
+    ("loss = -torch.log(torch.softmax(logits, dim=-1))", {"nanloss.custom_math": True}),
+    ("I wrote my own attention implementation with a padding mask", {"mask.custom_attention": True}),
+    ("converted the checkpoint from Megatron to HF with the official script", {"tp.converted_checkpoint": True}),
+    ("megatron转hf之后输出乱码", {"tp.converted_checkpoint": True}),
+    ("the eval loop runs under with torch.no_grad(): and model.eval()", {"evaloom.no_grad": True}),
+    ("the eval loop runs without torch.no_grad()", {"evaloom.no_grad": False}),
+    ("dmesg shows Xid errors on node 12 right before the NaN", {"nanloss.xid_errors": True, "lossspike.xid_near_spike": True}),
+    ("no Xid errors in dmesg", {"nanloss.xid_errors": None}),
 ]
 
 
@@ -127,7 +229,105 @@ SIGNATURES = [
      {"forward.loss_finite": False}),
     ("[2024-01-01 10:00:00,000] [INFO] [loss_scaler.py:183:update_scale] [deepspeed] OVERFLOW! Rank 0 Skipping step. "
      "Attempted loss scale: 2, reducing to 1", "deepspeed_overflow_skip", {"fp16overflow.scale_at_minimum": True}),
+    ("`use_cache=True` is incompatible with gradient checkpointing. Setting `use_cache=False`.\n"
+     "  0%|          | 0/1465 [00:00<?, ?it/s]", "gc_use_cache_off", {"train.gradient_checkpointing": True}),
+    ("/usr/lib/python3.10/site-packages/torch/utils/checkpoint.py:429: UserWarning: torch.utils.checkpoint: please pass "
+     "in use_reentrant=True or use_reentrant=False explicitly. The default value of use_reentrant will be updated",
+     "gc_use_reentrant_unset", {"train.gradient_checkpointing": True}),
+    ("ValueError: You cannot perform fine-tuning on purely quantized models. Please attach trainable adapters on top of "
+     "the quantized model", "quantized_without_adapters", {"grads.trainable_fraction": 0}),
+    ("UserWarning: Could not find response key `### Answer:` in the following instance: <s> ### Question: hi ... This "
+     "instance will be ignored in loss calculation. Note, if this happens often, consider increasing the `max_seq_length`.",
+     "completion_only_template_missing", {"data.labels.no_target": True, "zeroloss.template_warning": True}),
+    ("[2024-03-08 16:33:21,416] [INFO] [unfused_optimizer.py:207:step] [deepspeed] fp16 dynamic loss scale overflow! "
+     "Skipping step. Attempted loss scale: 1, reducing to 1", "deepspeed_dynamic_scale_overflow",
+     {"train.precision": "fp16", "fp16overflow.scale_at_minimum": True}),
+    ("AssertionError: Rank 11: found NaN in local grad norm in backward pass before data-parallel communication "
+     "collective. Device: 3, node: node-15-11", "megatron_nan_grad_norm", {"grads.nonfinite": True, "logs.nan": True}),
+    ("RuntimeError: Rank 2, node n1, device 2, iteration 412: Unexpected result nan (message='found NaN in local forward "
+     "loss calculation')", "megatron_nan_forward_loss", {"logs.nan": True}),
+    ("File \"transformers/trainer_pt_utils.py\", line 110, in nested_concat\ntorch.cuda.OutOfMemoryError: CUDA out of "
+     "memory. Tried to allocate 7.81 GiB", "cuda_oom", {"evaloom.accumulates_logits": True}),
+    ("File \"transformers/generation/utils.py\", line 2410, in _sample\n    outputs = self(**model_inputs)\n"
+     "torch.cuda.OutOfMemoryError: CUDA out of memory.", "cuda_oom", {"evaloom.generates": True}),
+    ("ScatterGatherKernel.cu:144: operator(): block: [0,0,0], thread: [1,0,0] Assertion `idx_dim >= 0 && idx_dim < "
+     "index_size && \"index out of bounds\"` failed.", "scatter_gather_index_assert", {"data.tokens.out_of_range": True}),
+    ("RuntimeError: FlashAttention only supports Ampere GPUs or newer.", "flash_attn_needs_ampere",
+     {"train.attn_impl": "flash-attn"}),
+    ("[rank1]:[E1003 18:37:01.833621509 ProcessGroupNCCL.cpp:1709] [PG 0 (default_pg) Rank 1] Timeout at NCCL work: "
+     "6463, last enqueued NCCL work: 6463, last completed NCCL work: 6462.", "nccl_watchdog_timeout",
+     {"logs.system_error": "nccl-timeout"}),
+    ("torch.distributed.DistBackendError: [3] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via "
+     "c10d key-value store by key '0', but store->get('0') got error: Socket Timeout", "nccl_unique_id_store_timeout",
+     {"system.fails_at_init": True}),
+    ("[WARNING|trainer.py:2707] >> deepspeed.save_16bit_model didn't save the model, since "
+     "stage3_gather_16bit_weights_on_model_save=false. Saving the full checkpoint instead, use zero_to_fp32.py to "
+     "recover weights", "zero3_16bit_not_saved", {"train.zero_stage": 3}),
+    ("RuntimeError: Error(s) in loading state_dict for LlamaForCausalLM:\n\tsize mismatch for model.embed_tokens.weight: "
+     "copying a param with shape torch.Size([0]) from checkpoint, the shape in current model is torch.Size([32000, 4096]).",
+     "load_empty_zero3_tensor", {"weights.empty_tensors": 1, "export.resized_embeddings": None}),
+    ("\tsize mismatch for base_model.model.lm_head.weight: copying a param with shape torch.Size([32001, 4096]) from "
+     "checkpoint, the shape in current model is torch.Size([32000, 4096]).", "load_vocab_size_mismatch",
+     {"export.resized_embeddings": True}),
+    ("peft/utils/save_and_load.py:260: UserWarning: Setting `save_embedding_layers` to `True` as the embedding layer has "
+     "been resized during finetuning.", "peft_saves_resized_embeddings",
+     {"export.resized_embeddings": True, "weights.lora_saves_embeddings": True}),
+    ("Some weights of LlamaForCausalLM were not initialized from the model checkpoint at ./out and are newly "
+     "initialized: ['lm_head.weight']", "lm_head_newly_initialized", {"weights.tie_broken": True}),
+    ("It is strongly recommended to train Gemma2 models with the `eager` attention implementation instead of "
+     "`flash_attention_2`. Use `eager` with `AutoModelForCausalLM.from_pretrained('<path-to-checkpoint>', "
+     "attn_implementation='eager')`.", "gemma_train_eager_warning",
+     {"model.attn_softcapping": True, "model.attn_implementation": "flash_attention_2"}),
+    ("It is strongly recommended to train Gemma3 models with the eager attention implementation instead of sdpa.",
+     "gemma_train_eager_warning", {"model.attn_softcapping": None, "model.attn_implementation": "sdpa"}),
+    ("The attention mask is not set and cannot be inferred from input because pad token is same as eos token. As a "
+     "consequence, you may observe unexpected behavior.", "generate_pad_is_eos", {"model.pad_is_eos": True}),
+    ("UserWarning: The average ratio of batch (13.70) exceeds threshold 10.00. Skipping batch.", "ppo_ratio_threshold",
+     {"pref.ratio_warning": True}),
+    ("WARNING: tokenization mismatch: 1847 vs. 1846. (ignored)", "tokenization_mismatch_ignored",
+     {"data.labels.no_target": True}),
+    ("RuntimeError: Detected mismatch between collectives on ranks. Rank 0 is running collective: "
+     "CollectiveFingerPrint(OpType=ALLGATHER, TensorShape=[4]), but Rank 1 is running collective: "
+     "CollectiveFingerPrint(OpType=BROADCAST)", "collectives_mismatch", {"logs.system_error": "nccl-timeout"}),
+    ("WARNING - Gradient accumulation steps mismatch: GradientAccumulationPlugin has 1, DeepSpeed config has 8. Using "
+     "DeepSpeed's value.", "accelerate_ga_mismatch", {"train.framework": "deepspeed"}),
+    ("FSDP Warning: When using FSDP, it is efficient and recommended to call prepare for the model before creating the "
+     "optimizer", "fsdp_optimizer_before_prepare", {"train.fsdp": True, "nograd.optimizer_built_early": True}),
+    ("node-2:5776:5902 [0] transport/net_ib.cc:1296 NCCL WARN NET/IB : Got completion from peer 10.2.0.5<33092> with "
+     "error 12, opcode 0, len 0, vendor err 129 (Recv)", "nccl_error", {"system.nccl_error": True}),
+    ("ValueError: Asking to pad but the tokenizer does not have a padding token. Please select a token to use as "
+     "`pad_token` `(tokenizer.pad_token = tokenizer.eos_token e.g.)`", "tokenizer_without_pad", {"model.pad_is_eos": None}),
+    ("Setting `pad_token_id` to `eos_token_id`:128001 for open-end generation.", "generate_pad_from_eos",
+     {"model.pad_is_eos": None}),
+    ("RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!",
+     "tensors_on_two_devices", {}),
+    ("AssertionError: num_heads (52) must be divisible by mp_size (8)", "heads_not_divisible",
+     {"tp.kv_heads_divisible": False}),
+    ("ValueError: num_attention_heads (40) must be a multiple of tensor_model_parallel_size (3).", "heads_not_divisible",
+     {"tp.kv_heads_divisible": False}),
 ]
+
+
+NEAR_MISSES = [   # text that names the error without showing it, or a harmless sibling line
+    ("Some weights of the model checkpoint at ./out were not used when initializing LlamaForCausalLM: ['lm_head.weight']",
+     "lm_head_newly_initialized"),
+    ("Some weights of LlamaForCausalLM were not initialized from the model checkpoint and are newly initialized: "
+     "['model.layers.0.self_attn.rotary_emb.inv_freq']", None),
+    ("size mismatch for model.layers.0.mlp.up_proj.weight: copying a param with shape torch.Size([11008, 4096]) from "
+     "checkpoint", "load_vocab_size_mismatch"),
+    ("I set use_cache=False and turned gradient checkpointing off", "gc_use_cache_off"),
+    ("Gradient overflow is rare with bf16", "deepspeed_dynamic_scale_overflow"),
+    ("the NCCL communicator setup is fine on one node", "nccl_unique_id_store_timeout"),
+    ("The average ratio of wins is high", "ppo_ratio_threshold"),
+]
+
+
+@pytest.mark.parametrize("text,signature", NEAR_MISSES)
+def test_near_misses_set_no_signature_fact(kb, text, signature):
+    ex = extract(kb, text)
+    if signature:
+        assert signature not in [s.signature.id for s in ex.signatures]
+    assert "weights.tie_broken" not in ex.facts
 
 
 @pytest.mark.parametrize("text,signature,expected", SIGNATURES)
