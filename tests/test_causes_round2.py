@@ -138,3 +138,18 @@ def test_signed_or_bounded_rewards_are_not_flagged(tmp_path, body):
 def test_inference_count_dampens_the_frozen_causes():
     causes = _ask("为什么推理时显示trainable params: 0 || all params: 6243584000 || trainable%: 0.0000")
     assert causes[0] == "no-grad-flow.counted-at-inference", causes[:5]
+
+
+def test_console_line_about_missing_checkpointing_ranks_it_above_the_plain_oom(tmp_path):
+    console = tmp_path / "stderr.txt"
+    console.write_text(
+        "06/30/2023 10:26:44 - WARNING - llmtuner.extras.misc - Current model does not support gradient "
+        "checkpointing.\nTraceback (most recent call last):\n  File \"src/train_bash.py\", line 14, in <module>\n"
+        "    main()\ntorch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 428.00 MiB (GPU 0; 23.65 GiB "
+        "total capacity; 21.69 GiB already allocated; 96.00 MiB free; 22.62 GiB reserved in total by PyTorch)\n")
+    obs = _probe(console)
+    finding = next(f for f in obs.findings if f.id == "signature.gc_not_supported")
+    assert finding.where.endswith("stderr.txt:1")
+    result = CliRunner().invoke(main, ["probe", str(console), "--json"])
+    causes = [c["id"] for c in json.loads(result.stdout)["causes"]]
+    assert causes[:2] == ["system-failure.gc-not-implemented", "system-failure.train-oom"], causes[:4]
