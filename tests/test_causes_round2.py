@@ -56,6 +56,8 @@ REACHED = [
 NOT_FIRST = [
     ("saved pytorch_model.bin is only a few KB after zero3 training", "save-export.zero3-empty-save",
      "save-export.peft-state-dict-override"),
+    ("deepspeed zero3 with lora, the saved adapter_model.bin is only 107k", "save-export.zero3-empty-save",
+     "save-export.peft-state-dict-override"),
     ("merge_and_unload on 4-bit model gives bad outputs", "save-export.lora-merge-4bit",
      "save-export.qlora-merge-base-mismatch"),
     ("CUDA out of memory during training with batch size 64 and seq len 4096", "system-failure.train-oom",
@@ -153,3 +155,16 @@ def test_console_line_about_missing_checkpointing_ranks_it_above_the_plain_oom(t
     result = CliRunner().invoke(main, ["probe", str(console), "--json"])
     causes = [c["id"] for c in json.loads(result.stdout)["causes"]]
     assert causes[:2] == ["system-failure.gc-not-implemented", "system-failure.train-oom"], causes[:4]
+
+
+@pytest.mark.parametrize("text", [
+    "I already commented out the state_dict lines as in the other issue, adapter_model.bin is still 443 bytes",
+    "已经按照另一个issue的方案注释了代码，adapter_model.bin还是只有443字节",
+])
+def test_a_removed_override_is_not_read_as_present(text):
+    from troubleshoot.evidence import extract
+    from troubleshoot.knowledge import load
+
+    facts = extract(load(), text).facts
+    assert facts["export.peft_state_dict_override"].value is False
+    assert facts["export.adapter_file_tiny"].value is True
