@@ -8,7 +8,9 @@ Settings come from the keyword arguments of the calls that configure training:
 ``config`` / ``args`` (a DeepSpeed config written inline). Besides settings, ``Pattern`` rows name
 code that is known to break training (probes/setup turns them into findings and facts):
 ``model.half()``, ``tokenizer.pad_token = tokenizer.eos_token``, labels copied from input_ids
-with no -100 masking anywhere, masks filled with -1e9 / float('-inf') / finfo(float32).min.
+with no -100 masking anywhere, masks filled with -1e9 / float('-inf') / finfo(float32).min,
+``model.state_dict`` rebound to a ``get_peft_model_state_dict`` lambda (alpaca-lora's finetune.py),
+and reward functions that return a distance such as ``abs(20 - len(c))``, which RL maximises.
 """
 from __future__ import annotations
 
@@ -37,7 +39,7 @@ UNSAFE_FILL = 65504.0        # the largest fp16 magnitude
 class Pattern(NamedTuple):
     """Code known to break training, found at ``line``."""
 
-    id: str     # half | pad_is_eos | labels_unmasked | mask_fill | fp16_autocast
+    id: str     # half | pad_is_eos | labels_unmasked | mask_fill | peft_state_dict_override | reward_distance
     line: int
     quote: str
 
@@ -176,6 +178,10 @@ def patterns(path: Path) -> list[Pattern]:
                 out.append(Pattern("pad_is_eos", node.lineno, _quote(lines, node)))
             if _is_labels(node.targets[0]) and "input_ids" in value and "-100" not in value:
                 labels_copied.append(node)
+            if target.endswith(".state_dict") and _calls(node.value, "get_peft_model_state_dict"):
+                out.append(Pattern("peft_state_dict_override", node.lineno, _quote(lines, node)))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and "reward" in node.name.lower():
+            out += [Pattern("reward_distance", r.lineno, _quote(lines, r)) for r in _distance_returns(node)]
         if _masks_labels(node):
             masks_labels = True
     if labels_copied and not masks_labels:
@@ -203,6 +209,28 @@ def _masks_labels(node: ast.AST) -> bool:
         return True
     return isinstance(node, ast.Name) and node.id in ("DataCollatorForLanguageModeling", "DataCollatorForSeq2Seq",
                                                       "DataCollatorForCompletionOnlyLM", "SFTTrainer")
+
+
+def _calls(node: ast.AST, name: str) -> bool:
+    """Whether ``name(...)`` is called anywhere inside ``node`` (a lambda body, a ``__get__`` chain)."""
+    return any(isinstance(n, ast.Call) and _call_name(n) == name for n in ast.walk(node))
+
+
+def _distance_returns(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.Return]:
+    """Returns of a reward function whose value is an unsigned distance, ``abs(a - b)`` (alone or per item
+    of a list comprehension): the reward grows the further the completion is from the target, and GRPO /
+    PPO / RLOO maximise it. ``-abs(...)`` and ``1 / (1 + abs(...))`` are fine and not matched."""
+    found = []
+    for node in ast.walk(func):
+        if not isinstance(node, ast.Return) or node.value is None:
+            continue
+        value = node.value.elt if isinstance(node.value, (ast.ListComp, ast.GeneratorExp)) else node.value
+        if isinstance(value, ast.Call) and _call_name(value) == "float" and len(value.args) == 1:
+            value = value.args[0]
+        if isinstance(value, ast.Call) and _call_name(value) == "abs" and len(value.args) == 1 and \
+                isinstance(value.args[0], ast.BinOp) and isinstance(value.args[0].op, ast.Sub):
+            found.append(node)
+    return found
 
 
 def _unsafe_fill(node: ast.AST) -> bool:

@@ -45,4 +45,14 @@ def script_findings(path: Path, found: dict[str, Hit], obs: Observations) -> dic
             if fp16:
                 fact("fp16overflow.mask_fill_large", True)
                 fact("mask.additive_fill_unsafe", True)
+        elif p.id == "peft_state_dict_override":
+            obs.find("setup.peft_state_dict_override", "warning", "model.state_dict is replaced by a function "
+                     "returning get_peft_model_state_dict(...); PEFT's save_pretrained filters that result again "
+                     f"and, from PEFT 0.3 on, writes an almost empty adapter (about 443 bytes): {p.quote}", where)
+            fact("export.peft_state_dict_override", True)
+        elif p.id == "reward_distance":
+            obs.find("setup.reward_distance", "warning", "a reward function returns an unsigned distance "
+                     "(abs(a - b)); GRPO / PPO / RLOO maximise the reward, so the policy learns to move away "
+                     f"from the target (negate it, or use 1 / (1 + distance)): {p.quote}", where)
+            fact("pref.reward_direction_inverted", True)
     return facts

@@ -301,7 +301,7 @@
   }
   function makeNum(t, v) {
     if (t === "int" && !Number.isInteger(v) && isFinite(v)) t = "float";
-    if (t !== "float" && v === 0) v = 0;          // Python ints have no -0 (0 * -4 is 0, not -0.0)
+    if (t === "int" && v === 0) v = 0;  // Python ints have no negative zero (0 * -4 is 0, not -0)
     return V(t, v);
   }
 
