@@ -232,6 +232,20 @@ def test_the_example_probe_no_longer_lists_nan_loss():
     assert "nan-loss" not in text and "NaN appear" not in text
 
 
+@pytest.mark.parametrize("symptom, text, answer", [
+    ("moe-routing", "mixtral experts", "moe.dead_experts=4"),
+    ("preference-divergence", "DPO training", "logs.pref.chosen_logps_falling=true"),
+    ("save-export", "saved model", "weights.empty_tensors=12"),
+])
+def test_a_measured_fact_shows_the_newer_symptoms_happened(symptom, text, answer):
+    """observed_when of the symptoms added in issue 15: a reading that shows the symptom outranks
+    a symptom the words only suggest; without it the same words leave it unobserved."""
+    observed = json.loads(run("ask", "--no-input", "--json", "-a", answer, text).stdout)["symptoms"]
+    assert observed[0]["id"] == symptom and observed[0]["observed"] is True
+    plain = {s["id"]: s for s in json.loads(run("ask", "--no-input", "--json", text).stdout)["symptoms"]}
+    assert symptom not in plain or plain[symptom]["observed"] is not True
+
+
 def test_a_weak_match_lists_candidates_and_ranks_no_cause():
     data = json.loads(run("ask", "--no-input", "--json", "who won the world cup").stdout)
     jsonschema.validate(data, SCHEMA)
