@@ -238,11 +238,12 @@ def test_on_real_ambiguous_reports_the_best_symptoms_cause_comes_first(shipped_k
     assert total >= 10 and hits >= 0.9 * total, f"{hits} of {total}"
 
 
-def test_one_fault_confirmed_under_two_symptoms_is_reported_once(kb, mini_root):
-    (mini_root / "rules" / "loss-spike.yaml").write_text(SPIKE + """\
+def with_mask_twin(mini_root, prior: float):
+    """The mini knowledge plus loss-spike.mask-values, the twin of nan-loss.invalid-mask."""
+    (mini_root / "rules" / "loss-spike.yaml").write_text(SPIKE + f"""\
   - id: loss-spike.mask-values
     title: Mask values other than 0/1
-    prior: 0.05
+    prior: {prior}
     evidence:
       - when: data.mask.binary == false
         lr: 30
@@ -252,6 +253,11 @@ def test_one_fault_confirmed_under_two_symptoms_is_reported_once(kb, mini_root):
 """)
     kb, problems = load_with_problems(mini_root)
     assert not problems, problems
+    return kb
+
+
+def test_one_fault_confirmed_under_two_symptoms_is_reported_once(kb, mini_root):
+    kb = with_mask_twin(mini_root, 0.05)
     diag = diagnose(kb, {"nan-loss": 0.9, "loss-spike": 0.9}, answers=user(data__mask__binary=False))
     ids = [c.id for c in diag.causes]
     assert "nan-loss.invalid-mask" in ids and "loss-spike.mask-values" not in ids
@@ -262,19 +268,7 @@ def test_one_fault_confirmed_under_two_symptoms_is_reported_once(kb, mini_root):
 def test_twins_are_listed_under_the_best_fitting_symptom_at_the_better_twin_score(kb, mini_root):
     """Twins (a shared confirming condition) fold even while that condition is unknown: the report
     is about NaN, so the NaN twin is listed, ranked at the score its better-supported twin reached."""
-    (mini_root / "rules" / "loss-spike.yaml").write_text(SPIKE + """\
-  - id: loss-spike.mask-values
-    title: Mask values other than 0/1
-    prior: 0.45
-    evidence:
-      - when: data.mask.binary == false
-        lr: 30
-        confirms: true
-    fixes: [fix-binary-mask]
-    sources: ["000_43af7a7a7fac43b8.txt"]
-""")
-    kb, problems = load_with_problems(mini_root)
-    assert not problems, problems
+    kb = with_mask_twin(mini_root, 0.45)
     diag = diagnose(kb, {"nan-loss": 0.9, "loss-spike": 0.895})
     ids = [c.id for c in diag.causes]
     assert "loss-spike.mask-values" not in ids
