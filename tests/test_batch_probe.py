@@ -415,3 +415,16 @@ def test_special_token_ids_per_file_without_running_code(tmp_path):
     spec = specials(folder)
     assert spec.eos_ids == {128001, 128009} and spec.vocab == 128256 and spec.pad is None
     assert vocab_sizes(folder) == {"config.json": 128256}
+
+
+def test_a_row_longer_than_the_cap_is_cut_and_said(tmp_path):
+    """Memory is bounded by the token caps, not by the file: one 3M-token row is read as its first
+    MAX_SEQ tokens, and the report says so."""
+    width = rows.MAX_SEQ + 5
+    path = tmp_path / "long.pt"
+    torch.save({"input_ids": torch.randint(3, 100, (1, width)), "attention_mask": torch.ones(1, width, dtype=torch.long)},
+               path)
+    batch = loader.read(path)
+    assert batch.seqs["input_ids"].shape == (1, rows.MAX_SEQ)
+    assert batch.seqs["attention_mask"].shape == (1, rows.MAX_SEQ)
+    assert any(f"cut at {rows.MAX_SEQ}" in note for note in batch.notes), batch.notes

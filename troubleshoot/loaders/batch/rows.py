@@ -12,7 +12,7 @@ from typing import Any
 from ...errors import ArtifactError
 
 MAX_ROWS = 4096
-MAX_TOKENS = 8_000_000
+MAX_TOKENS = 2_000_000
 MAX_SEQ = 65_536
 MAX_TEXT_RECORDS = 20_000
 MAX_TEXT_CHARS = 64_000_000
@@ -137,16 +137,19 @@ def pad_into(batch: Batch, rows: dict[str, Any]) -> None:
             batch.problems.append(f"{name} has {count} rows but input_ids has {n}")
             del rows[name]
     if isinstance(ids, torch.Tensor):
-        keep = min(n, MAX_ROWS, max(1, MAX_TOKENS // max(1, ids.shape[1])))
+        cols = min(ids.shape[1], MAX_SEQ)
+        keep = min(n, MAX_ROWS, max(1, MAX_TOKENS // max(1, cols)))
         if keep < n:
             batch.notes.append(f"checked the first {keep} of {n} rows (cap {MAX_ROWS} rows / {MAX_TOKENS} tokens)")
+        if cols < ids.shape[1]:
+            batch.notes.append(f"rows longer than {MAX_SEQ} tokens were cut at {MAX_SEQ}")
         for name, value in rows.items():
             if isinstance(value, torch.Tensor) and value.shape != ids.shape:
                 batch.problems.append(f"{name} has shape {tuple(value.shape)} but input_ids has {tuple(ids.shape)}")
                 continue
             if not isinstance(value, torch.Tensor):
                 value = _stack(value, FILL[name], ids.shape[1], batch)[0]
-            batch.seqs[name] = value[:keep]
+            batch.seqs[name] = value[:keep, :cols]
         return
     lengths = [len(r) for r in ids]
     width = min(max(lengths, default=0), MAX_SEQ)
