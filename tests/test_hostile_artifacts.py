@@ -108,7 +108,7 @@ CASES = {
     "checkpoint-dangling-weights": (lambda d: _dangling(hf_folder(d / "m"), "model.safetensors"), "problem"),
     "checkpoint-fifo-weights": (lambda d: _fifo(hf_folder(d / "m") / "model.safetensors").parent, "problem"),
     "index-weight-map-list": (lambda d: _write(hf_folder(d / "m") / "model.safetensors.index.json",
-                                               b'{"weight_map": ["a", "b"]}').parent, "error"),
+                                               b'{"weight_map": ["a", "b"]}').parent, "problem"),
     "safetensors-offsets-dict": (lambda d: _st(d, {"a": {"dtype": "F32", "shape": [2], "data_offsets": {"a": 1}}}),
                                  "error"),
     "safetensors-offsets-negative": (lambda d: _st(d, {"a": {"dtype": "F32", "shape": [2], "data_offsets": [-8, 0]}}),
@@ -165,6 +165,10 @@ CASES = {
                                                         b"global_step" + b"9" * 5000), "any"),
     "trainer-folder-of-5000-digits": (lambda d: hf_folder(_mkdir(d / "run") / ("checkpoint-" + "9" * 200)).parent,
                                       "any"),
+    "index-weight-map-ints-beside-nan-shard": (lambda d: _nan_index(d, b'{"weight_map": {"a": 1}}'), "problem"),
+    "index-names-a-missing-shard-beside-nan-shard": (lambda d: _nan_index(d, json.dumps({"weight_map": {
+        "transformer.wte.weight": "model.safetensors", "lm_head.weight": "model-00002-of-00002.safetensors"}}).encode()),
+        "problem"),
     "training-script-with-a-bom": (lambda d: _write(d / "train.py", "\ufeffmodel.half()\n".encode()), "any"),
 }
 
@@ -184,6 +188,13 @@ def _nan_weights(folder: Path) -> Path:
     from safetensors.torch import save_file
 
     save_file({"transformer.wte.weight": _tensor([[0.0, float("nan")]] * 4)}, str(folder / "model.safetensors"))
+    return folder
+
+
+def _nan_index(d: Path, index: bytes) -> Path:
+    """An HF folder whose index is broken, beside a shard that holds a NaN."""
+    folder = _nan_weights(hf_folder(d / "m"))
+    _write(folder / "model.safetensors.index.json", index)
     return folder
 
 
