@@ -294,6 +294,27 @@ def test_only_weights_a_refused_pickle_is_a_problem(tmp_path):
     assert "checkpoint.unsafe_pickle_refused" in result.output
 
 
+def test_a_cut_trainer_state_is_no_all_clear(tmp_path):
+    """A trainer_state.json cut mid-file (a crash while saving) whose NaN sat after the cut: the
+    entries before the cut are read, the cut is reported, and the run is not called clean."""
+    state = json.dumps({"global_step": 100, "log_history": [
+        {"step": i, "loss": float("nan") if i == 80 else 2.0} for i in range(100)]})
+    path = _write(tmp_path / "trainer_state.json", state[:state.index('"step": 70')].encode())
+    result = CliRunner().invoke(main, ["probe", "--static", str(path)])
+    assert_clean(result, path, "any")
+    out = " ".join(result.output.split())  # as wrapped to the terminal's width
+    assert "logs.truncated" in out and "truncated trainer_state.json after 70 log entries" in out
+    assert "the 70 records before that were analysed" in out and "iterations 0-69" in out
+    assert NOTHING_WRONG not in out and "Read only in part" in out
+
+
+def test_all_clear_keeps_its_sentences_apart(tmp_path):
+    log = _write(tmp_path / "train.log", "".join(nano(i, 2.0) for i in range(50)).encode())
+    result = CliRunner().invoke(main, ["probe", "--static", str(log)])
+    assert result.exit_code == 0
+    assert "Nothing wrong found in these artifacts. If training still misbehaves" in " ".join(result.output.split())
+
+
 def test_model_factory_must_be_python_and_writes_no_bytecode(tmp_path):
     result = CliRunner().invoke(main, ["probe", "--model-factory", "/etc/passwd:build"])
     assert result.exit_code == 2 and "not a Python file" in result.output
