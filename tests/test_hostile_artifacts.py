@@ -315,6 +315,20 @@ def test_all_clear_keeps_its_sentences_apart(tmp_path):
     assert "Nothing wrong found in these artifacts. If training still misbehaves" in " ".join(result.output.split())
 
 
+@pytest.mark.parametrize("name, text, problem", [
+    ("dup.yaml", "learning_rate: 1e-4\nbf16: true\nlearning_rate: 2e-4\n", "duplicate key 'learning_rate' at line 3"),
+    ("big.yaml", "learning_rate: 1e-4\nbf16: true\nmax_steps: 1" + "0" * 5000 + "\n", "number too long (5001 characters) at line 3"),
+    ("aliased.yaml", "a: &x 1\nlearning_rate: *x\nbf16: true\nmax_steps: 1" + "0" * 5000 + "\n", "number too long"),
+    ("big.json", '{"learning_rate": 1e-4, "bf16": true, "max_steps": 1' + "0" * 5000 + "}", "number too long"),
+])
+def test_a_config_that_no_trainer_would_read_names_its_problem(tmp_path, name, text, problem):
+    """Not "unrecognised file": the one line says what is wrong, and where when YAML can tell."""
+    path = _write(tmp_path / name, text.encode())
+    result = CliRunner().invoke(main, ["probe", "--static", str(path)])
+    assert_clean(result, path, "error")
+    assert f"{path}: {problem}" in result.output and "unrecognised" not in result.output
+
+
 def test_model_factory_must_be_python_and_writes_no_bytecode(tmp_path):
     result = CliRunner().invoke(main, ["probe", "--model-factory", "/etc/passwd:build"])
     assert result.exit_code == 2 and "not a Python file" in result.output
