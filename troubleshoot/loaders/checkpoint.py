@@ -278,7 +278,8 @@ def _open_hf(root: Path, path: Path) -> Checkpoint:
     safet = [f for f in weights if f.suffix == ".safetensors"]
     ckpt.weight_files = safet or weights  # both present: transformers reads the safetensors
     ckpt.issues += [Finding("checkpoint.bad_index", "error", f"{why}; probed the shards that are there",
-                            index) for index in ("model.safetensors.index.json", "pytorch_model.bin.index.json")
+                            ckpt.rel(files[index])) for index in ("model.safetensors.index.json",
+                                                                  "pytorch_model.bin.index.json")
                     if index in files and (why := _index_problem(files[index], files))]
     config_name = next((n for n in ("config.json", "adapter_config.json") if n in files), None)
     if config_name:
