@@ -108,7 +108,7 @@ CASES = {
     "checkpoint-dangling-weights": (lambda d: _dangling(hf_folder(d / "m"), "model.safetensors"), "problem"),
     "checkpoint-fifo-weights": (lambda d: _fifo(hf_folder(d / "m") / "model.safetensors").parent, "problem"),
     "index-weight-map-list": (lambda d: _write(hf_folder(d / "m") / "model.safetensors.index.json",
-                                               b'{"weight_map": ["a", "b"]}').parent, "error"),
+                                               b'{"weight_map": ["a", "b"]}').parent, "problem"),
     "safetensors-offsets-dict": (lambda d: _st(d, {"a": {"dtype": "F32", "shape": [2], "data_offsets": {"a": 1}}}),
                                  "error"),
     "safetensors-offsets-negative": (lambda d: _st(d, {"a": {"dtype": "F32", "shape": [2], "data_offsets": [-8, 0]}}),
@@ -165,6 +165,10 @@ CASES = {
                                                         b"global_step" + b"9" * 5000), "any"),
     "trainer-folder-of-5000-digits": (lambda d: hf_folder(_mkdir(d / "run") / ("checkpoint-" + "9" * 200)).parent,
                                       "any"),
+    "index-weight-map-ints-beside-nan-shard": (lambda d: _nan_index(d, b'{"weight_map": {"a": 1}}'), "problem"),
+    "index-names-a-missing-shard-beside-nan-shard": (lambda d: _nan_index(d, json.dumps({"weight_map": {
+        "transformer.wte.weight": "model.safetensors", "lm_head.weight": "model-00002-of-00002.safetensors"}}).encode()),
+        "problem"),
     "training-script-with-a-bom": (lambda d: _write(d / "train.py", "\ufeffmodel.half()\n".encode()), "any"),
 }
 
@@ -184,6 +188,13 @@ def _nan_weights(folder: Path) -> Path:
     from safetensors.torch import save_file
 
     save_file({"transformer.wte.weight": _tensor([[0.0, float("nan")]] * 4)}, str(folder / "model.safetensors"))
+    return folder
+
+
+def _nan_index(d: Path, index: bytes) -> Path:
+    """An HF folder whose index is broken, beside a shard that holds a NaN."""
+    folder = _nan_weights(hf_folder(d / "m"))
+    _write(folder / "model.safetensors.index.json", index)
     return folder
 
 
@@ -281,6 +292,41 @@ def test_only_weights_a_refused_pickle_is_a_problem(tmp_path):
     result = CliRunner().invoke(main, ["probe", "--static", str(folder)])
     assert_clean(result, folder, "problem")
     assert "checkpoint.unsafe_pickle_refused" in result.output
+
+
+def test_a_cut_trainer_state_is_no_all_clear(tmp_path):
+    """A trainer_state.json cut mid-file (a crash while saving) whose NaN sat after the cut: the
+    entries before the cut are read, the cut is reported, and the run is not called clean."""
+    state = json.dumps({"global_step": 100, "log_history": [
+        {"step": i, "loss": float("nan") if i == 80 else 2.0} for i in range(100)]})
+    path = _write(tmp_path / "trainer_state.json", state[:state.index('"step": 70')].encode())
+    result = CliRunner().invoke(main, ["probe", "--static", str(path)])
+    assert_clean(result, path, "any")
+    out = " ".join(result.output.split())  # as wrapped to the terminal's width
+    assert "logs.truncated" in out and "truncated trainer_state.json after 70 log entries" in out
+    assert "the 70 records before that were analysed" in out and "iterations 0-69" in out
+    assert NOTHING_WRONG not in out and "Read only in part" in out
+
+
+def test_all_clear_keeps_its_sentences_apart(tmp_path):
+    log = _write(tmp_path / "train.log", "".join(nano(i, 2.0) for i in range(50)).encode())
+    result = CliRunner().invoke(main, ["probe", "--static", str(log)])
+    assert result.exit_code == 0
+    assert "Nothing wrong found in these artifacts. If training still misbehaves" in " ".join(result.output.split())
+
+
+@pytest.mark.parametrize("name, text, problem", [
+    ("dup.yaml", "learning_rate: 1e-4\nbf16: true\nlearning_rate: 2e-4\n", "duplicate key 'learning_rate' at line 3"),
+    ("big.yaml", "learning_rate: 1e-4\nbf16: true\nmax_steps: 1" + "0" * 5000 + "\n", "number too long (5001 characters) at line 3"),
+    ("aliased.yaml", "a: &x 1\nlearning_rate: *x\nbf16: true\nmax_steps: 1" + "0" * 5000 + "\n", "number too long"),
+    ("big.json", '{"learning_rate": 1e-4, "bf16": true, "max_steps": 1' + "0" * 5000 + "}", "number too long"),
+])
+def test_a_config_that_no_trainer_would_read_names_its_problem(tmp_path, name, text, problem):
+    """Not "unrecognised file": the one line says what is wrong, and where when YAML can tell."""
+    path = _write(tmp_path / name, text.encode())
+    result = CliRunner().invoke(main, ["probe", "--static", str(path)])
+    assert_clean(result, path, "error")
+    assert f"{path}: {problem}" in result.output and "unrecognised" not in result.output
 
 
 def test_model_factory_must_be_python_and_writes_no_bytecode(tmp_path):

@@ -97,11 +97,13 @@ def assert_clean(done: subprocess.CompletedProcess) -> None:
 
 
 def assert_unreadable(done: subprocess.CompletedProcess, path: Path) -> None:
-    """Exit 2 and one line that names the file and says it cannot be read."""
+    """Exit 2 and one line ``Error: <file>: <problem>`` that says the file cannot be read (ours,
+    not click's usage message)."""
     assert_clean(done)
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1, done.stderr
-    assert path.name in lines[0] and ("denied" in lines[0].lower() or "not readable" in lines[0]), lines[0]
+    assert lines[0].startswith("Error: ") and f"{path.name}: " in lines[0], lines[0]
+    assert "denied" in lines[0].lower() and "--help" not in lines[0], lines[0]
 
 
 def finding_ids(done: subprocess.CompletedProcess) -> dict[str, list[dict]]:

@@ -291,7 +291,7 @@ def _run_probes(paths: tuple[str, ...], **switches: Any) -> Observations:
 @main.command()
 @click.argument("text", nargs=-1, required=True)
 @click.option("--answer", "-a", "answers", multiple=True, metavar="FACT=VALUE", help="Pre-answer a check (repeatable).")
-@click.option("--probe", "probe_paths", multiple=True, type=click.Path(), metavar="PATH",
+@click.option("--probe", "probe_paths", multiple=True, type=click.Path(readable=False), metavar="PATH",
               help="Let probes answer questions from a checkpoint, log or batch (repeatable).")
 @click.option("--no-input", is_flag=True, help="Never prompt; rank with what is known and list open questions.")
 @click.option("--json", "as_json", is_flag=True, help="Print one llmfix/diagnosis-v1 JSON object.")
@@ -377,7 +377,7 @@ def _phase_lines():
 
 
 @main.command()
-@click.argument("paths", nargs=-1, type=click.Path())
+@click.argument("paths", nargs=-1, type=click.Path(readable=False))
 @click.option("--json", "as_json", is_flag=True, help="Print one llmfix/diagnosis-v1 JSON object.")
 @click.option("--device", type=Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
 @click.option("--model-factory", metavar="MODULE:CALLABLE", help="Build the model with your code (module or file.py).")

@@ -81,6 +81,8 @@ class Problem:
 
 
 MAX_DEPTH = 12  # rules nest 6 levels deep at most (causes[i].evidence[j].when)
+INT_TAG = "tag:yaml.org,2002:int"
+MAX_INT_CHARS = 4300  # Python refuses to convert longer decimal strings (sys.get_int_max_str_digits)
 
 
 class KnowledgeFileError(ValueError):
@@ -126,7 +128,7 @@ class Located:
     def _index(self, node: Any, path: tuple, seen: set[int]) -> None:
         """Record every node's line; refuse what knowledge files never need and hostile files use:
         anchors/aliases (a 1 KB alias bomb expands to gigabytes), duplicate keys (the last one
-        would silently win), nesting deeper than MAX_DEPTH."""
+        would silently win), nesting deeper than MAX_DEPTH, integers Python will not convert."""
         import yaml
 
         if node is None:
@@ -151,6 +153,8 @@ class Located:
         elif isinstance(node, yaml.SequenceNode):
             for i, item in enumerate(node.value):
                 self._index(item, path + (i,), seen)
+        elif node.tag == INT_TAG and len(node.value) > MAX_INT_CHARS:
+            raise KnowledgeFileError(line, f"number too long ({len(node.value)} characters)")
 
     def line(self, path: tuple) -> int:
         while path and path not in self.lines:

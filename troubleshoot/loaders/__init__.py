@@ -24,7 +24,7 @@ def detect(path: str | Path) -> Artifact:
         return importlib.import_module(f"{__name__}.setup").sniff("-")
     if not p.exists():
         raise ArtifactError(p, "no such file or directory")
-    if p.is_dir() and not any(p.iterdir()):
+    if p.is_dir() and _is_empty(p):
         raise ArtifactError(p, "empty directory: expected a checkpoint folder")
     if p.is_file() and p.stat().st_size == 0:
         raise ArtifactError(p, "empty file")
@@ -38,6 +38,15 @@ def detect(path: str | Path) -> Artifact:
     what = "folder" if p.is_dir() else "file"
     raise ArtifactError(p, f"unrecognised {what}: not a checkpoint, training log, data batch, launch script, "
                            "training script, trainer config or console output")
+
+
+def _is_empty(folder: Path) -> bool:
+    """Whether the folder has no entries; ArtifactError when it cannot be listed (mode 700 of
+    another user), so an unreadable path is one line like any other unreadable input."""
+    try:
+        return next(folder.iterdir(), None) is None
+    except OSError as err:
+        raise ArtifactError(folder, f"cannot read the folder ({err.strerror or err})") from None
 
 
 def warnings(artifact: Artifact) -> list[Finding]:

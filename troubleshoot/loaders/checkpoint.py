@@ -250,6 +250,23 @@ def _kind(v: Any) -> str:
         type(v), type(v).__name__)
 
 
+def _index_problem(index: Path, files: dict[str, Path]) -> str:
+    """What is wrong with a shard index ('' when nothing): a broken index must not hide the NaN in
+    the shards that are there, so it is a finding, not a reason to stop."""
+    try:
+        weight_map = _read_json(index).get("weight_map", {})
+    except ArtifactError as err:
+        return err.problem
+    if not isinstance(weight_map, dict):
+        return "weight_map is not an object of tensor name -> shard file"
+    wanted = sorted({str(v) for v in weight_map.values()})
+    missing = [w for w in wanted if w not in files]
+    if missing:
+        more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
+        return f"names shard {missing[0][:80]!r}{more}, not in the folder (loading this checkpoint fails)"
+    return ""
+
+
 def _open_hf(root: Path, path: Path) -> Checkpoint:
     entries = list(root.iterdir())
     files = {e.name: e for e in entries if e.is_file()}
@@ -260,15 +277,10 @@ def _open_hf(root: Path, path: Path) -> Checkpoint:
     weights = sorted(f for n, f in files.items() if HF_WEIGHTS.match(n))
     safet = [f for f in weights if f.suffix == ".safetensors"]
     ckpt.weight_files = safet or weights  # both present: transformers reads the safetensors
-    for index in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
-        if index in files:
-            weight_map = _read_json(files[index]).get("weight_map", {})
-            if not isinstance(weight_map, dict):
-                raise ArtifactError(files[index], "weight_map is not an object of tensor name -> shard file")
-            wanted = sorted({str(v) for v in weight_map.values()})
-            missing = [w for w in wanted if w not in files]
-            if missing:
-                raise ArtifactError(files[index], f"names shard {missing[0]} which is not in the folder")
+    ckpt.issues += [Finding("checkpoint.bad_index", "error", f"{why}; probed the shards that are there",
+                            ckpt.rel(files[index])) for index in ("model.safetensors.index.json",
+                                                                  "pytorch_model.bin.index.json")
+                    if index in files and (why := _index_problem(files[index], files))]
     config_name = next((n for n in ("config.json", "adapter_config.json") if n in files), None)
     if config_name:
         ckpt.config, bad = sane_config(_read_json(files[config_name]))

@@ -91,9 +91,21 @@ def render(diag: Diagnosis, top: int = 5, fixes_per_cause: int = 1, all_fixes: b
         lines.append(click.style("Nothing usable was read from some of these artifacts (see the findings): "
                                  "no conclusion either way.", fg="yellow"))
     elif diag.artifacts and not diag.symptoms and not diag.problem_found:
-        lines += hang(click.style("Nothing wrong found in these artifacts.", fg="green"),
-                      ' If training still misbehaves, describe it: llmfix ask "..." --probe PATH', width, 2)
+        advice = 'If training still misbehaves, describe it: llmfix ask "..." --probe PATH'
+        lines += hang("", f"{_all_clear(diag)} {advice}", width, 2)
     return printable("\n".join(lines).rstrip() + "\n")
+
+
+# Findings that say an artifact was read only in part: what was not read was not checked.
+READ_IN_PART = ("logs.truncated", "logs.unreadable", "checkpoint.unreadable")
+
+
+def _all_clear(diag: Diagnosis) -> str:
+    """"Nothing wrong found", unless part of an artifact was never read: then no all-clear."""
+    if any(f.id in READ_IN_PART for f in diag.findings):
+        return words_styled("Read only in part: some of these artifacts were cut short or unreadable (see the "
+                            "findings), and what was not read was not checked; no problem in the rest.", fg="yellow")
+    return words_styled("Nothing wrong found in these artifacts.", fg="green")
 
 
 # Control characters other than newline, tab and our own colour codes (SGR: ESC [ ... m): a file

@@ -35,7 +35,10 @@ TRAINING_KEYS = HF_KEYS | {"lr", "optimizer", "optim", "batch_size", "micro_batc
 
 
 def read_config(path: Path) -> Any:
-    """Parsed YAML or JSON, or None when the file is neither."""
+    """Parsed YAML or JSON, or None when the file is neither; ArtifactError when it parses but
+    holds what no config may (a duplicate key, a number too long to convert), naming the line."""
+    from ...knowledge.schema import KnowledgeFileError
+
     text = read_text(path)
     if text is None:
         return None
@@ -43,7 +46,15 @@ def read_config(path: Path) -> Any:
         if path.suffix.lower() == ".json":
             return json.loads(text)
         return _located(text, path).data
-    except (ValueError, RecursionError):
+    except KnowledgeFileError as err:
+        raise ArtifactError(path, f"{err} at line {err.line}") from None
+    except json.JSONDecodeError:
+        return None
+    except ValueError as err:  # JSON or aliased YAML: an integer over Python's conversion limit
+        if "integer string conversion" in str(err):
+            raise ArtifactError(path, "number too long (over 4300 digits)") from None
+        return None
+    except RecursionError:
         return None
     except Exception as err:  # yaml.YAMLError without importing yaml up front
         if type(err).__module__.startswith("yaml"):
