@@ -380,6 +380,80 @@ def test_weak_text_fact_is_tempered_and_never_confirms(kb):
     assert lines[0].factor == pytest.approx(50 ** 0.5)
 
 
+BF16_NAMES = [
+    ("model_name_or_path: Qwen/Qwen2-7B\nfp16: true", "Qwen2"),
+    ('model = AutoModelForCausalLM.from_pretrained("google/gemma-2b")', "gemma"),
+    ("python run_translation.py --model_name_or_path google/flan-t5-xl --fp16", "flan-t5"),
+    ("accelerate launch sft.py --model meta-llama/Meta-Llama-3-8B --fp16", "Llama-3"),
+    ("tokenizer = AutoTokenizer.from_pretrained('meta-llama/Llama-2-7b-hf')", "Llama-2"),
+    ("用 Qwen1.5-7B-Chat 做 LoRA 微调", "Qwen1.5"),
+    ("fine-tuning mt5-base for summarization", "mt5"),
+    ("mistralai/Mistral-7B-v0.1 with model.half()", "Mistral"),
+]
+NOT_BF16_NAMES = [
+    "fine-tuning gpt2 with fp16=True",                  # GPT-2 was released in fp32
+    "huggyllama/llama-7b with --fp16",                  # LLaMA-1 checkpoints are fp16
+    "decapoda-research/llama-30b-hf",
+    "TinyLlama/TinyLlama-1.1B --fp16",
+    "I'm not using Qwen2, it's gpt2 with fp16",         # a negated name sets nothing
+    "没有用gemma，用的是opt-1.3b",
+]
+
+
+@pytest.mark.parametrize("text,span", BF16_NAMES)
+def test_a_bf16_model_family_named_in_text_sets_a_tempered_dtype(kb, text, span):
+    hit = extract(kb, text).facts["model.dtype"]
+    assert (hit.value, hit.span, hit.kind) == ("bf16", span, "text") and hit.trust < 1
+
+
+@pytest.mark.parametrize("text", NOT_BF16_NAMES)
+def test_fp16_or_fp32_families_and_negated_names_set_no_dtype(kb, text):
+    assert "model.dtype" not in facts(kb, text)
+
+
+def test_a_pasted_torch_dtype_outranks_the_model_name(kb):
+    text = '{"_name_or_path": "Qwen/Qwen2-7B", "torch_dtype": "float32"}'
+    assert facts(kb, text)["model.dtype"] == "fp32"
+
+
+def _ranked(text: str, *args: str) -> list[dict]:
+    result = CliRunner().invoke(main, ["ask", text, "--no-input", "--json", *args])
+    return json.loads(result.stdout)["causes"]
+
+
+BF16_REPORTS = [
+    "Fine-tuning Qwen/Qwen2-7B with TrainingArguments(fp16=True, learning_rate=2e-5): after about 200 steps "
+    "the loss becomes nan and stays nan.",
+    "用 google/gemma-2b 做全参微调，开了 --fp16，训练几十步后 loss 变成 nan 了，学习率 1e-5。",
+]
+FP16_ON_BF16 = {"nan-loss.fp16-on-bf16-model", "fp16-overflow.bf16-weights-in-fp16"}
+
+
+@pytest.mark.parametrize("text", BF16_REPORTS)
+def test_a_named_bf16_model_in_fp16_ranks_the_overflow_cause(text):
+    causes = _ranked(text)
+    assert FP16_ON_BF16 & {c["id"] for c in causes[:3]}
+    used = [e for c in causes for e in c["evidence"] if e["fact"] == "model.dtype"]
+    assert used and all(e["value"] == "bf16" and e["from"] == "text" for e in used)
+
+
+def test_a_probed_config_dtype_wins_over_the_model_name(tmp_path):
+    from transformers import Qwen2Config
+
+    config = Qwen2Config(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         intermediate_size=128, vocab_size=1000)
+    config.dtype = "float32"
+    config.save_pretrained(tmp_path)
+    named = _ranked(BF16_REPORTS[0])
+    probed = _ranked(BF16_REPORTS[0], "--probe", str(tmp_path / "config.json"))
+    used = [e for c in probed for e in c["evidence"] if e["fact"] == "model.dtype"]
+    assert used and all(e["value"] == "fp32" and e["from"] == "probe:config" for e in used)
+
+    def rank(causes):
+        return [c["id"] for c in causes].index("nan-loss.fp16-on-bf16-model")
+    assert rank(probed) > rank(named) == 0
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.text(max_size=3000))
 def test_any_text_is_read_without_error(kb, text):
