@@ -1,5 +1,7 @@
 """`llmfix ask` / `kb` end to end through click's CliRunner."""
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import jsonschema
@@ -10,6 +12,9 @@ from troubleshoot import cli
 from troubleshoot.knowledge import load
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "docs" / "diagnosis-v1.schema.json").read_text())
+
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def run(*args, input=None):
@@ -264,3 +269,29 @@ def test_a_weak_match_asks_which_symptom_on_a_terminal(monkeypatch):
     number = next(line.split(")")[0].strip() for line in listing.stderr.splitlines() if " repetition " in line)
     chosen = json.loads(run("ask", "--json", query, input=f"{number}\n" + "?\n" * 12).stdout)
     assert chosen["weak_match"] is False and chosen["causes"][0]["symptom"] == "repetition"
+
+
+# ---------------------------------------------------------------- a paste piped in: ask -
+ASSERT_PASTE = ("Traceback (most recent call last):\n  File \"train.py\", line 88, in <module>\n"
+                "RuntimeError: CUDA error: device-side assert triggered\n"
+                "../aten/src/ATen/native/cuda/Indexing.cu:1146: indexSelectLargeIndex: block: [0,0,0], "
+                "thread: [0,0,0] Assertion `srcIndex < srcSelectDimSize` failed.\n")
+
+
+def test_ask_reads_a_piped_paste_and_its_tail_survives_a_long_log():
+    """`... | llmfix ask -`: the paste is the description; past the console budget the head and the
+    tail are kept, so the error at the end of a long console log still decides the cause."""
+    data = json.loads(run("ask", "--json", "-", input=ASSERT_PASTE).stdout)
+    assert data["causes"][0]["id"] == "nan-loss.token-out-of-range"
+    noise = "".join(f"[rank0] step {i} loss 2.31 lr 3e-4 tokens/s 1200\n" for i in range(200_000))
+    long = json.loads(run("ask", "--json", "-", input=noise + ASSERT_PASTE).stdout)
+    assert long["causes"][0]["id"] == "nan-loss.token-out-of-range"
+
+
+def test_ask_dash_without_a_paste_is_one_line_exit_2():
+    empty = run("ask", "-", input="")
+    assert empty.exit_code == 2 and "nothing was piped in" in empty.output
+    closed = subprocess.run(["bash", "-c", f"'{sys.executable}' -m troubleshoot ask --no-input - <&-"],
+                            capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert closed.returncode == 2 and "Traceback" not in closed.stderr
+    assert closed.stderr.strip().count("\n") == 0 and "standard input is closed" in closed.stderr

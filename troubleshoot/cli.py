@@ -299,19 +299,23 @@ def _run_probes(paths: tuple[str, ...], **switches: Any) -> Observations:
 @report_options
 def ask(text: tuple[str, ...], answers: tuple[str, ...], probe_paths: tuple[str, ...], no_input: bool,
         as_json: bool, top: int, all_fixes: bool, fail_on: str) -> None:
-    """Diagnose from a description, e.g.  llmfix ask "loss went nan"."""
+    """Diagnose from a description, e.g.  llmfix ask "loss went nan".
+
+    TEXT "-" reads the description from standard input: a paste too long for the command line
+    (... | llmfix ask -)."""
     from .diagnosis import SymptomMatch
     from .engine import diagnose
 
     kb = _kb()
-    query = " ".join(text).strip()
+    from_stdin = text == ("-",)
+    query = _description_from_stdin() if from_stdin else " ".join(text).strip()
     facts = _parse_answers(kb, answers)
     from .evidence import from_text
 
     on_phase = _phase_lines() if stderr_is_tty() else None
     probed = _run_probes(probe_paths, on_phase=on_phase) if probe_paths else Observations()
     observations = from_text(kb, query).merge(probed)  # text < probes < answers
-    interactive = not no_input and stdin_is_tty()
+    interactive = not no_input and not from_stdin and stdin_is_tty()
     verdict, matches, candidates = _symptoms_in_words(kb, query, interactive)
     if verdict == "off-topic" and not observations.facts and not facts:
         if as_json:
@@ -327,6 +331,19 @@ def ask(text: tuple[str, ...], answers: tuple[str, ...], probe_paths: tuple[str,
                           for m in candidates if m.id not in listed]
         diag.weak_match = True
     _finish(diag, as_json, top, fail_on, all_fixes, interrupted=bool(interview and interview.interrupted))
+
+
+def _description_from_stdin() -> str:
+    """The description piped in, read within the console budget (head and tail of a long paste)."""
+    from .loaders.setup.read import STDIN, read_console
+
+    if sys.stdin is None or sys.stdin.closed:
+        raise click.UsageError("<stdin>: standard input is closed: pipe the description in (... | llmfix ask -)")
+    text = read_console(STDIN)[0].strip()
+    if not text:
+        raise click.UsageError("<stdin>: nothing was piped in: give the description as TEXT or pipe it "
+                               "(... | llmfix ask -)")
+    return text
 
 
 def _symptoms_in_words(kb, query: str, interactive: bool) -> tuple[str, list, list]:
