@@ -177,16 +177,20 @@ def test_unreadable_weights_inside_a_checkpoint_folder(work, unprivileged):
 
 # --- part of a folder is unreadable: the rest is still read --------------------------------------
 
+def assert_kept_beside(done, real: str, unreadable: str, name: str) -> None:
+    """The real finding survives next to the unreadable input, which is named in its own finding."""
+    assert_clean(done)
+    found = finding_ids(done)
+    assert done.returncode == 1 and real in found, done.stdout[-2000:]
+    assert any(name in f["where"] + f["message"] for f in found.get(unreadable, [])), found.keys()
+
+
 def test_log_folder_with_one_unreadable_log_still_finds_the_nan(work, unprivileged):
     logs = work / "logs"
     logs.mkdir()
     nan_log(logs / "a.log")
     lock(nan_log(logs / "b.log"))
-    done = llmfix("probe", "--json", str(logs))
-    assert_clean(done)
-    found = finding_ids(done)
-    assert done.returncode == 1 and "logs.nan" in found, done.stdout[-2000:]
-    assert any("b.log" in f["where"] for f in found.get("logs.unreadable", [])), found.keys()
+    assert_kept_beside(llmfix("probe", "--json", str(logs)), "logs.nan", "logs.unreadable", "b.log")
 
 
 def test_run_folder_with_unreadable_latest_checkpoint_probes_the_readable_one(work, unprivileged):
@@ -194,11 +198,8 @@ def test_run_folder_with_unreadable_latest_checkpoint_probes_the_readable_one(wo
     hf(run / "checkpoint-2", nan=True)
     hf(run / "checkpoint-4")
     lock(run / "checkpoint-4")
-    done = llmfix("probe", "--static", "--json", str(run))
-    assert_clean(done)
-    found = finding_ids(done)
-    assert done.returncode == 1 and "weights.nonfinite" in found, done.stdout[-2000:]  # checkpoint-2's NaN
-    assert any("checkpoint-4" in f["where"] + f["message"] for f in found.get("checkpoint.unreadable", []))
+    done = llmfix("probe", "--static", "--json", str(run))  # checkpoint-2's NaN is found
+    assert_kept_beside(done, "weights.nonfinite", "checkpoint.unreadable", "checkpoint-4")
 
 
 def test_run_folder_with_only_unreadable_checkpoints_is_one_line(work, unprivileged):
@@ -219,10 +220,7 @@ def test_unreadable_optimizer_state_keeps_the_weights_findings(work, unprivilege
     torch.save(opt.state_dict(), folder / "optimizer.pt")
     lock(folder / "optimizer.pt")
     done = llmfix("probe", "--static", "--json", str(folder))
-    assert_clean(done)
-    found = finding_ids(done)
-    assert done.returncode == 1 and "weights.nonfinite" in found, done.stdout[-2000:]
-    assert any("optimizer.pt" in f["where"] for f in found.get("optimizer.unreadable", [])), found.keys()
+    assert_kept_beside(done, "weights.nonfinite", "optimizer.unreadable", "optimizer.pt")
 
 
 # --- knowledge, cache and site ----------------------------------------------------------------
