@@ -47,4 +47,5 @@ def worker(rank: int, world: int, folder: str, at: int) -> None:
     (out / f"rank{rank}.json").write_text(json.dumps({
         "incidents": [str(p) for p in guard.incidents], "steps": steps, "loss": float(loss),
         "finite": bool(torch.isfinite(params).all()), "params": params.sum().item()}))
+    dist.barrier()  # neither rank tears gloo down while the other may still use the connection
     dist.destroy_process_group()
