@@ -71,11 +71,7 @@ _IDENTIFIER = re.compile(
 def prose(text: str) -> str:
     """``text`` without template headings, checkbox and environment lines, template prompts,
     URLs, file paths, version strings and commit hashes."""
-    lines = []
-    for line in text.splitlines():
-        if _template_line(line):
-            continue
-        lines.append(line)
+    lines = [line for line in text.splitlines() if not _template_line(line)]
     out = _URL.sub(_repository, _PROMPTS.sub(" ", "\n".join(lines)))
     out = _PATH.sub(_file_name, out)
     for pattern in (_HASH, _VERSION):

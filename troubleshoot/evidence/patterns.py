@@ -160,11 +160,8 @@ def _parser():
 def literals(rx: str) -> list[str]:
     """Lowercase literals of which at least one occurs in any text the expression matches; [] when
     none can be named (the expression is then always tried)."""
-    try:
-        tree = _parser().parse(rx, re.IGNORECASE)
-    except (re.error, ImportError):
-        return []
-    return _required(list(tree))
+    tree = _tree(rx)
+    return _required(tree) if tree is not None else []
 
 
 def required_groups(rx: str) -> list[list[str]]:
@@ -172,11 +169,16 @@ def required_groups(rx: str) -> list[list[str]]:
     a literal run outside alternatives and optional parts is a group of one, an alternation
     (``(?:is|was|为|是)``) gives one literal per branch. A text missing a whole group cannot match,
     so the expression is not even compiled for it."""
+    tree = _tree(rx)
+    return _groups(tree) if tree is not None else []
+
+
+def _tree(rx: str) -> list | None:
+    """The parsed expression as sre's item list; None when it cannot be analysed."""
     try:
-        tree = _parser().parse(rx, re.IGNORECASE)
+        return list(_parser().parse(rx, re.IGNORECASE))
     except (re.error, ImportError):
-        return []
-    return _groups(list(tree))
+        return None
 
 
 def _groups(items: list) -> list[list[str]]:
