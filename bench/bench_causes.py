@@ -9,7 +9,9 @@ that file is dropped, counted as refused, and the run repeated without it. It th
 split (tune / holdout) and separately for English, Chinese, new-symptom and old-symptom reports:
 
 - symptom top-1 : the first symptom is the report's symptom;
-- cause top-1 / top-3 : the labelled cause is first / among the first three causes
+- cause top-1 / top-3 : the labelled cause is first / among the first three causes; a cause
+  listed as the same fault as the labelled one (its `same_fault`, a twin under another symptom
+  that shares the confirming condition) counts as the labelled cause
   (an `uncovered:` label can never be found and counts as a miss; the "covered" rows leave
   those reports out);
 - artifacts accepted : the share of pasted files llmfix read.
@@ -56,6 +58,7 @@ class Outcome:
     report: dict
     symptoms: list[str] = field(default_factory=list)
     causes: list[str] = field(default_factory=list)
+    twins: dict[str, list[str]] = field(default_factory=dict)  # cause id -> its same_fault ids
     accepted: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
     error: str = ""
@@ -64,7 +67,8 @@ class Outcome:
     @property
     def rank(self) -> int | None:
         label = self.report["label"]
-        return self.causes.index(label) + 1 if label in self.causes else None
+        return next((i for i, cid in enumerate(self.causes, 1)
+                     if label == cid or label in self.twins.get(cid, ())), None)
 
     @property
     def symptom_ok(self) -> bool:
@@ -128,6 +132,7 @@ def run_one(split: str, directory: Path, report: dict) -> Outcome:
         answer = json.loads(proc.stdout)
         outcome.symptoms = [s["id"] for s in answer.get("symptoms", [])]
         outcome.causes = [c["id"] for c in answer.get("causes", [])]
+        outcome.twins = {c["id"]: c.get("same_fault") or [] for c in answer.get("causes", [])}
         outcome.accepted = [a.name for a in artifacts]
         break
     outcome.seconds = time.perf_counter() - start
