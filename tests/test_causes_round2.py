@@ -16,11 +16,15 @@ SAMPLES = Path(__file__).parent / "setup_samples"
 
 
 def _ask(text: str, *probes: Path) -> list[str]:
+    return [c["id"] for c in _causes(text, *probes)]
+
+
+def _causes(text: str, *probes: Path) -> list[dict]:
     args = ["ask", text, "--no-input", "--json", "--top", "50"]
     for probe in probes:
         args += ["--probe", str(probe)]
     result = CliRunner().invoke(main, args)
-    return [c["id"] for c in json.loads(result.stdout)["causes"]]
+    return json.loads(result.stdout)["causes"]
 
 
 def _probe(path: Path):
@@ -52,7 +56,8 @@ REACHED = [
     ("GRPO训练，自定义的奖励函数写反了，reward一直在上升但是回答越来越长", "preference-divergence.reward-sign-inverted", 1),
 ]
 
-# near misses: the older cause stays first
+# near misses: the older cause stays first, the newer one far behind (words the two share may
+# make it second: they reorder siblings, docs/knowledge-format.md "Words shared with a cause")
 NOT_FIRST = [
     ("saved pytorch_model.bin is only a few KB after zero3 training", "save-export.zero3-empty-save",
      "save-export.peft-state-dict-override"),
@@ -77,9 +82,9 @@ def test_description_reaches_the_cause(text, cause, rank):
 
 @pytest.mark.parametrize(("text", "first", "other"), NOT_FIRST, ids=[o for _, _, o in NOT_FIRST])
 def test_near_miss_keeps_the_older_cause_first(text, first, other):
-    causes = _ask(text)
-    assert causes[0] == first, causes[:5]
-    assert causes.index(other) > 1 if other in causes else True
+    causes = _causes(text)
+    assert causes[0]["id"] == first, [c["id"] for c in causes[:5]]
+    assert all(c["score"] < causes[0]["score"] / 2 for c in causes if c["id"] == other)
 
 
 def test_nan_without_quantisation_does_not_rise():

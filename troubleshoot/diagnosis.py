@@ -7,6 +7,9 @@ from typing import Any
 from .contracts import SCHEMA
 from .observations import Artifact, Finding, _jsonable
 
+WORDS = "text.words"  # the evidence line of words a report shares with a cause (evidence/lexical.py):
+# not a fact of the knowledge, so nothing asks it, and it never sets a status
+
 
 @dataclass
 class EvidenceLine:

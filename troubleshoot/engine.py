@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .diagnosis import Diagnosis, EvidenceLine, Question, RankedCause, RenderedFix, SymptomMatch
+from .diagnosis import WORDS, Diagnosis, EvidenceLine, Question, RankedCause, RenderedFix, SymptomMatch
 from .knowledge.expr import Expr, ExprError, Unknown, placeholder, render_template
 from .knowledge.model import Cause, Check, KnowledgeBase, Symptom
 from .observations import Fact, Observations
@@ -50,6 +50,7 @@ class State:
     evidence_only: set[str] = field(default_factory=set)  # symptoms only probes point to: their
     # causes count only where evidence moved them (siblings at their prior would be guesses)
     fit: dict[str, float] = field(default_factory=dict)  # symptom id -> its score in the symptom table
+    words: dict[str, Any] = field(default_factory=dict)  # cause id -> lexical.Overlap with the report
 
     def values(self) -> dict[str, Any]:
         return {name: fact.value for name, fact in self.facts.items()}
@@ -92,7 +93,7 @@ def status_of(prior: float, lines: list[EvidenceLine], confirmed: bool, posterio
     score shown reaches LIKELY, else ``possible``."""
     if confirmed:
         return "confirmed"
-    factors = [f for f in applied_factors(lines) if f != 1]
+    factors = [f for f in applied_factors([line for line in lines if line.fact != WORDS]) if f != 1]
     if not factors:
         return "untested"
     supported = prior / (1 - prior) * math.prod(f for f in factors if f > 1)
@@ -109,7 +110,8 @@ def rank(state: State) -> list[RankedCause]:
     """Every cause of the weighted symptoms in the order of the score shown (weight × posterior).
 
     A cause belongs to one symptom (its id starts with it), so it is scored once; and one fault
-    is reported once (``_one_report_per_fault``)."""
+    is reported once (``_one_report_per_fault``). Words the report shares with a cause
+    (``state.words``) multiply its odds after its status is set: they reorder, never decide."""
     ranked = []
     values = state.values()
     for sid, weight in state.weights.items():
@@ -118,6 +120,8 @@ def rank(state: State) -> list[RankedCause]:
             status = status_of(cause.prior, lines, confirmed, posterior, weight)
             if sid in state.evidence_only and status == "untested":
                 continue
+            if cause.id in state.words:
+                posterior, lines = _with_words(posterior, lines, state.words[cause.id])
             ranked.append(RankedCause(
                 cause.id, sid, cause.title, posterior * weight, status, cause.prior, lines,
                 [_render_fix(state.kb, fid, values) for fid in cause.fixes if fid in state.kb.fixes],
@@ -125,6 +129,15 @@ def rank(state: State) -> list[RankedCause]:
     ranked = _one_report_per_fault(ranked, twins(state.kb), state.fit)
     ranked.sort(key=lambda c: (-c.score, c.status != "confirmed", c.id))
     return ranked
+
+
+def _with_words(posterior: float, lines: list[EvidenceLine], overlap) -> tuple[float, list[EvidenceLine]]:
+    """The posterior with the shared words' factor applied, and the line that shows it."""
+    line = EvidenceLine(WORDS, overlap.words, "text", overlap.factor, True,
+                        "The report uses words of this cause's description.", "shared words")
+    if posterior >= 1:
+        return posterior, [*lines, line]
+    return _probability(posterior / (1 - posterior) * overlap.factor), [*lines, line]
 
 
 def twins(kb: KnowledgeBase) -> dict[str, set[str]]:
@@ -161,6 +174,17 @@ def _one_report_per_fault(ranked: list[RankedCause], twin_ids: Mapping[str, set[
         folded.update(cause.same_fault)
         kept.append(cause)
     return kept
+
+
+def _shared_words(kb: KnowledgeBase, query: str, weights: Mapping[str, float],
+                  facts: Mapping[str, Fact]) -> dict[str, Any]:
+    """Words of the report shared with each candidate cause; the words a fact was read from
+    ("learning_rate=2e-5") already count through that fact, so they are left out."""
+    from .evidence.lexical import overlaps
+
+    for span in {f.span for f in facts.values() if f.source == "text" and f.span}:
+        query = query.replace(span, " ")
+    return overlaps(kb, query, [c.id for sid in weights for c in kb.symptoms[sid].causes])
 
 
 def _render_fix(kb: KnowledgeBase, fid: str, values: Mapping[str, Any]) -> RenderedFix:
@@ -310,7 +334,8 @@ def diagnose(kb: KnowledgeBase, matched: Mapping[str, float], observations: Obse
     symptoms = [s for s in symptom_table(kb, matched, facts, observations.symptoms) if s.id in kb.symptoms]
     weights = {s.id: s.weight for s in symptoms if s.weight > 0}
     evidence_only = {s.id for s in symptoms if s.match is None and not s.observed}
-    state = State(kb, weights, facts, evidence_only=evidence_only, fit={s.id: s.score for s in symptoms})
+    state = State(kb, weights, facts, evidence_only=evidence_only, fit={s.id: s.score for s in symptoms},
+                  words=_shared_words(kb, query, weights, facts) if query else {})
     asked = 0
     while asker is not None and asked < max_questions:
         questions = open_questions(state)

@@ -32,7 +32,7 @@ import shutil
 
 import click
 
-from ..diagnosis import Diagnosis, EvidenceLine, Question, RankedCause, SymptomMatch
+from ..diagnosis import WORDS, Diagnosis, EvidenceLine, Question, RankedCause, SymptomMatch
 from ..observations import Finding
 from .timeline import timeline_lines
 
@@ -133,12 +133,13 @@ def cause_line(rank: int, cause: RankedCause, width: int) -> list[str]:
 
 
 def strongest_evidence(cause: RankedCause) -> str:
-    """The factor that moved the cause most, in words; '' while nothing moved it."""
-    moving = [e for e in cause.evidence if e.factor != 1]
-    if not moving:
-        return ""
-    best = max(moving, key=lambda e: (abs(math.log(e.factor)), e.holds))
-    return _evidence_words(best)
+    """The factor that moved the cause most, in words; the words it shares with the report only
+    when no fact moved it; '' while nothing did."""
+    moving = [e for e in cause.evidence if e.factor != 1 and e.fact != WORDS]
+    if moving:
+        return _evidence_words(max(moving, key=lambda e: (abs(math.log(e.factor)), e.holds)))
+    shared = [e for e in cause.evidence if e.fact == WORDS and e.factor > 1]
+    return f"Words in common with it: {', '.join(shared[0].value)} (×{shared[0].factor:.2g})" if shared else ""
 
 
 def _evidence_words(e: EvidenceLine) -> str:
