@@ -143,6 +143,8 @@ VALUES = [
     ("{'eval_loss': 1.52, 'eval_runtime': 12.1}", {"logs.nan": None}),
     ('model = AutoModelForCausalLM.from_pretrained("bigscience/bloom-1b1", load_in_8bit=True)  # training', {"logs.oom_phase": None}),
     ("训练时OOM了", {"logs.oom_phase": "train"}),
+    ("为什么训练阶段的显存一直在往上涨？一会就 OOM 了", {"logs.oom_phase": "train"}),
+    ("训练时一切正常，但是评估的时候显存不足 OOM", {"logs.oom_phase": "eval"}),
     ("看 loss 有点异常，loss 陡然就变成了 0", {"logs.loss_zero": True}),
     ("why do prob_eval(train)/chosen and rewards_eval(train)/chosen gradually decrease?", {"logs.pref.chosen_logps_falling": True}),
     ("rewards_train/chosen keeps increasing", {"logs.pref.chosen_logps_falling": None}),
