@@ -144,6 +144,9 @@ VALUES = [
     ('model = AutoModelForCausalLM.from_pretrained("bigscience/bloom-1b1", load_in_8bit=True)  # training', {"logs.oom_phase": None}),
     ("训练时OOM了", {"logs.oom_phase": "train"}),
     ("为什么训练阶段的显存一直在往上涨？一会就 OOM 了", {"logs.oom_phase": "train"}),
+    ("第一轮结束第二轮开始时会报OOM杀死进程", {"system.killed_signal9": True}),
+    ("dmesg shows the oom-killer chose python", {"system.killed_signal9": True}),
+    ("显存OOM了，没有进程被杀", {"system.killed_signal9": None}),
     ("训练时一切正常，但是评估的时候显存不足 OOM", {"logs.oom_phase": "eval"}),
     ("看 loss 有点异常，loss 陡然就变成了 0", {"logs.loss_zero": True}),
     ("why do prob_eval(train)/chosen and rewards_eval(train)/chosen gradually decrease?", {"logs.pref.chosen_logps_falling": True}),
@@ -220,6 +223,8 @@ SIGNATURES = [
     ("Exception: Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.",
      "loss_scale_minimum", {"fp16overflow.scale_at_minimum": True, "train.precision": "fp16"}),
     ("ValueError: Attempting to unscale FP16 gradients.", "unscale_fp16_gradients", {"fp16overflow.unscale_error": True}),
+    ("torch.multiprocessing.spawn.ProcessExitedException: process 1 terminated with signal SIGKILL",
+     "killed_sigkill", {"system.killed_signal9": True}),
     ("File \"trainer.py\", line 3012, in evaluation_loop\ntorch.cuda.OutOfMemoryError: CUDA out of memory. Tried to "
      "allocate 20.00 MiB", "cuda_oom", {"logs.oom_phase": "eval"}),
     ("File \"trainer.py\", line 2216, in _inner_training_loop\ntorch.cuda.OutOfMemoryError: CUDA out of memory.",
