@@ -116,3 +116,11 @@ def test_the_terminal_shows_words_only_when_no_fact_moved_the_cause():
     fact = terminal("the model repeats the same sentence with greedy decoding")
     first = fact.split("repetition.decoding-params")[1].split("\n  2.")[0]
     assert "Words in common" not in first and "repetition.greedy_decoding" in first
+
+
+def test_command_line_flags_are_settings_not_words(kb):
+    causes = [c.id for c in kb.symptoms["system-failure"].causes]
+    plain = lexical.overlaps(kb, "CUDA out of memory after a while", causes)
+    flagged = lexical.overlaps(kb, "CUDA out of memory after a while\npython train.py --lora_rank 4 "
+                                   "--save_steps 200 --remove_unused_columns false -p", causes)
+    assert {cid: o.factor for cid, o in plain.items()} == {cid: o.factor for cid, o in flagged.items()}

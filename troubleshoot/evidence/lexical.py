@@ -19,6 +19,7 @@ docs/knowledge-format.md, "Words shared with a cause", has the measurements.
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Iterable
 from typing import NamedTuple
@@ -42,6 +43,11 @@ find found look looks looked give gives gave take takes took come comes came alw
 often every each many few lot lots around about already now then later again quickly"""))
 
 
+# A command-line flag (`--save_steps 200`, `--lora_rank 4`) is a setting: its words ("save",
+# "rank") say nothing about what went wrong, and settings that matter are facts already.
+_FLAG = re.compile(r"(?<![\w-])--?[A-Za-z][\w.-]{0,80}")
+
+
 class Overlap(NamedTuple):
     factor: float
     words: list[str]  # the report's words that contributed most, as the user wrote them
@@ -53,7 +59,7 @@ def overlaps(kb: KnowledgeBase, query: str, cause_ids: Iterable[str]) -> dict[st
     candidates = [cid for cid in dict.fromkeys(cause_ids) if cid in index["tf"]]
     if len(candidates) < 2:
         return {}
-    text = bounded(prose(query))
+    text = _FLAG.sub(" ", bounded(prose(query)))
     # Neither "train", "model" (every report says them) nor the words naming a candidate's
     # symptom ("nan", "loss" for a NaN loss) say which cause it is.
     naming = {tok for cid in candidates for tok in index["naming"][kb.causes[cid].symptom]}
