@@ -121,6 +121,6 @@ def test_the_terminal_shows_words_only_when_no_fact_moved_the_cause():
 def test_command_line_flags_are_settings_not_words(kb):
     causes = [c.id for c in kb.symptoms["system-failure"].causes]
     plain = lexical.overlaps(kb, "CUDA out of memory after a while", causes)
-    flagged = lexical.overlaps(kb, "CUDA out of memory after a while\npython train.py --lora_rank 4 "
-                                   "--save_steps 200 --remove_unused_columns false -p", causes)
+    flagged = lexical.overlaps(kb, "CUDA out of memory after a while\n  --lora_rank 4 --save_steps 200 "
+                                   "--remove_unused_columns -p 8", causes)
     assert {cid: o.factor for cid, o in plain.items()} == {cid: o.factor for cid, o in flagged.items()}
