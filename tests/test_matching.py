@@ -94,3 +94,19 @@ def test_how_sure_the_match_is_off_topic_weak_or_a_match(shipped_kb):
         got = verdicts(off[part])
         assert got.count("match") <= (1 - share) * len(got), f"{part}: {got}"
     assert verdicts(["how do I bake bread", "what is the capital of France"]) == ["off-topic", "off-topic"]
+
+
+def test_a_long_report_in_its_own_words_is_not_weak(shipped_kb):
+    """Most words of a long story are nobody's alias; eight known ones are enough to call it a match
+    (the same words in a short query, diluted by unknown ones, stay weak)."""
+    matcher = SymptomMatcher(shipped_kb)
+    story = ("Hello everyone, apologies for the lengthy message. Lately I have been experimenting, together "
+             "with colleagues from our university laboratory, with a mixture architecture on four borrowed "
+             "cards. Sharding with tensor parallel four looks reasonable, context parallel four agrees, but "
+             "combining tensor parallel two with context parallel two produces a loss roughly half as large; "
+             "the loss differs between parallel layouts although dataset, seed and architecture are "
+             "identical. Honestly puzzled, would appreciate pointers, thanks heaps!")  # 15 of 43 words known
+    ranked = matcher.match_report(story)
+    assert ranked[0].id == "tp-mismatch" and matcher.verdict(story, ranked) == "match"
+    short = "zorblat quuxing frobnicator wibble loss tp"
+    assert matcher.verdict(short, matcher.match_report(short)) in ("weak", "off-topic")

@@ -35,7 +35,8 @@ MAX_MATCH_CHARS = 8000    # a longer paste is matched on its head and tail (docs
 CAUSE_TEXT_WEIGHT = 0.3   # words from cause titles count less than alias words
 WEAK_MATCH = 0.35         # below this best score the match is only a guess: show candidates, ask
 ANCHOR_SHARE = 0.4        # off-topic: no query word has this share of the highest idf (a word of one symptom)
-MIN_KNOWN_SHARE = 0.5     # weak: fewer of the query's English words than this are known words
+MIN_KNOWN_SHARE = 0.5     # weak: fewer of the query's English words than this are known words ...
+ENOUGH_KNOWN_WORDS = 8    # ... unless this many are: a long report tells its story in other words too
 TYPICAL_SHARE_SCALE = 4   # a word in a quarter of a symptom's aliases gets the full weight
 REPORT_WORDS = 8          # the word signal is a share of at most this many distinctive words' idf
 
@@ -169,12 +170,14 @@ class SymptomMatcher:
 
     def _mostly_unknown(self, words_text: str) -> bool:
         """Fewer than MIN_KNOWN_SHARE of two or more English words are known words, and English is
-        the report's language (the English names in a Chinese report are no measure of it)."""
+        the report's language (the English names in a Chinese report are no measure of it). A
+        long report that uses ENOUGH_KNOWN_WORDS known words is not weak for its other words."""
         words = list(dict.fromkeys(tokens(words_text)))
         latin = [w for w in words if w.isascii()]
         if len(latin) < 2 or len(latin) < len(words) - len(latin):
             return False
-        return sum(w in self.idf for w in latin) < MIN_KNOWN_SHARE * len(latin)
+        known = sum(w in self.idf for w in latin)
+        return known < ENOUGH_KNOWN_WORDS and known < MIN_KNOWN_SHARE * len(latin)
 
     @staticmethod
     def _phrase(norm: str, entry: _Entry) -> tuple[float, str]:
