@@ -40,7 +40,9 @@ NARRATIVE = frozenset(tokens("""went go goes going gone become becomes became be
 turned turning suddenly start starts started starting begin begins began keep keeps kept
 happen happens happened get gets got getting make makes made see saw seen show shows showed
 find found look looks looked give gives gave take takes took come comes came always sometimes
-often every each many few lot lots around about already now then later again quickly"""))
+often every each many few lot lots around about already now then later again quickly
+python code error errors version versions support supported work works worked working use used
+file files line lines run runs ran"""))
 
 
 # A command-line flag (`--save_steps 200`, `--lora_rank 4`) is a setting: its words ("save",
