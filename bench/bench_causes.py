@@ -16,8 +16,10 @@ split (tune / holdout) and separately for English, Chinese, new-symptom and old-
   those reports out);
 - artifacts accepted : the share of pasted files llmfix read.
 
-Rows: all, EN, ZH, new / old symptoms, covered labels (not `uncovered:`), and labels in today's
-kb (ids the knowledge of this checkout has, so what llmfix could rank at all).
+Rows: all, EN, ZH, new / old symptoms, covered labels (not `uncovered:`), labels in today's kb
+(ids the knowledge of this checkout has, so what llmfix could rank at all), reports whose thread
+the knowledge does not cite as a source (knowledge written from a thread makes its report a test
+of memory), and each collection round.
 
     python bench/bench_causes.py                    # both splits, 2 workers
     python bench/bench_causes.py --split holdout
@@ -162,8 +164,15 @@ def known_cause_ids() -> set[str]:
     return set(load().causes)
 
 
+def knowledge_text() -> str:
+    """Everything the knowledge says, to tell which reports' threads it cites as sources."""
+    files = [*REPO.glob("rules/**/*.yaml"), *REPO.glob("kb/*.md")]
+    return "\n".join(p.read_text(encoding="utf-8") for p in files)
+
+
 def summary(outcomes: list[Outcome], splits: tuple[str, ...]) -> list[str]:
     known = known_cause_ids()
+    cited = knowledge_text()
     lines = ["| reports | n | symptom top-1 | cause top-1 | cause top-3 | artifacts accepted |",
              "|---|---|---|---|---|---|"]
     for split in splits:
@@ -173,7 +182,9 @@ def summary(outcomes: list[Outcome], splits: tuple[str, ...]) -> list[str]:
                   ("new symptoms", [o for o in mine if o.is_new]),
                   ("old symptoms", [o for o in mine if not o.is_new]),
                   ("covered labels", [o for o in mine if o.covered]),
-                  ("labels in today's kb", [o for o in mine if o.report["label"] in known])]
+                  ("labels in today's kb", [o for o in mine if o.report["label"] in known]),
+                  ("thread not cited by the knowledge",
+                   [o for o in mine if o.report["url"].rstrip("/") not in cited])]
         batches = sorted({o.report.get("batch", 1) for o in mine})
         if len(batches) > 1:
             groups += [(f"batch {b}", [o for o in mine if o.report.get("batch", 1) == b])
