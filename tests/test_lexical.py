@@ -124,3 +124,15 @@ def test_command_line_flags_are_settings_not_words(kb):
     flagged = lexical.overlaps(kb, "CUDA out of memory after a while\n  --lora_rank 4 --save_steps 200 "
                                    "--remove_unused_columns -p 8", causes)
     assert {cid: o.factor for cid, o in plain.items()} == {cid: o.factor for cid, o in flagged.items()}
+
+
+def test_words_do_not_move_a_cause_the_evidence_decided():
+    """A ruled-out cause keeps its score whatever words it shares: evidence decided it."""
+    text = ("repeats the same sentence with beam search and no repetition_penalty; "
+            "the base model before fine-tuning does not loop with the same settings")
+    data = CliRunner().invoke(cli.main, ["ask", "--no-input", "--json", "--top", "50", text,
+                                         "--answer", "repetition.greedy_decoding=no",
+                                         "--answer", "repetition.base_model_repeats=no"])
+    causes = json.loads(data.stdout)["causes"]
+    decoding = next(c for c in causes if c["id"] == "repetition.decoding-params")
+    assert decoding["status"] == "ruled-out" and words_line(decoding) is None

@@ -111,7 +111,8 @@ def rank(state: State) -> list[RankedCause]:
 
     A cause belongs to one symptom (its id starts with it), so it is scored once; and one fault
     is reported once (``_one_report_per_fault``). Words the report shares with a cause
-    (``state.words``) multiply its odds after its status is set: they reorder, never decide."""
+    (``state.words``) multiply its odds after its status is set, and only while evidence has not
+    decided it (confirmed or ruled out): they reorder, never decide."""
     ranked = []
     values = state.values()
     for sid, weight in state.weights.items():
@@ -120,7 +121,7 @@ def rank(state: State) -> list[RankedCause]:
             status = status_of(cause.prior, lines, confirmed, posterior, weight)
             if sid in state.evidence_only and status == "untested":
                 continue
-            if cause.id in state.words:
+            if cause.id in state.words and status not in ("confirmed", "ruled-out"):
                 posterior, lines = _with_words(posterior, lines, state.words[cause.id])
             ranked.append(RankedCause(
                 cause.id, sid, cause.title, posterior * weight, status, cause.prior, lines,
