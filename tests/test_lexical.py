@@ -96,6 +96,7 @@ def test_the_shown_score_includes_the_factor_and_why_says_so():
     odds = cause["prior"] / (1 - cause["prior"]) * others
     assert cause["posterior"] == pytest.approx(odds / (1 + odds), abs=1e-3)
     assert line["from"] == "text" and line["holds"] is True
+    assert all(word in data["query"].lower() for word in line["span"].split(" … "))
 
 
 @pytest.mark.parametrize("text", ["训练时 loss 变成 nan，用的是 fp16，模型是 bf16 预训练的",

@@ -135,7 +135,8 @@ def rank(state: State) -> list[RankedCause]:
 def _with_words(posterior: float, lines: list[EvidenceLine], overlap) -> tuple[float, list[EvidenceLine]]:
     """The posterior with the shared words' factor applied, and the line that shows it."""
     line = EvidenceLine(WORDS, overlap.words, "text", overlap.factor, True,
-                        "The report uses words of this cause's description.", "shared words")
+                        "The report uses words of this cause's description.", "shared words",
+                        " … ".join(overlap.words))  # the quoted words, as for every fact from text
     if posterior >= 1:
         return posterior, [*lines, line]
     return _probability(posterior / (1 - posterior) * overlap.factor), [*lines, line]
