@@ -220,6 +220,14 @@ COMMON_FAULTS = [
     ("torch.cuda.OutOfMemoryError raised in bitsandbytes _save_to_state_dict: CUDA out of memory", {"logs.oom_phase": "save"}),
     ("保存模型的时候显存不足", {"logs.oom_phase": "save"}),
     ("CUDA out of memory in the first training step", {"logs.oom_phase": "train"}),
+    ("2 nodes, zero2: grad_norm nan and loss 0 after some steps; setting overlap_comm to False works",
+     {"dist.version_change_fixes": True}),
+    ("overlap_comm改成false后loss正常", {"dist.version_change_fixes": True}),
+    ('"overlap_comm": false', {"dist.version_change_fixes": None, "dist.overlap_comm": False}),
+    ("trained for 30 epochs on 2k samples", {"repetition.epochs": 30}),
+    ("训练了20个epoch", {"repetition.epochs": 20}),
+    ("at inference I call generate on the raw question without the chat template", {"repetition.template_matches": False}),
+    ("the lora weights never change and the loss is flat", {"nograd.weights_changed": False}),
 ]
 
 
