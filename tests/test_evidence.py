@@ -228,6 +228,11 @@ COMMON_FAULTS = [
     ("训练了20个epoch", {"repetition.epochs": 20}),
     ("at inference I call generate on the raw question without the chat template", {"repetition.template_matches": False}),
     ("the lora weights never change and the loss is flat", {"nograd.weights_changed": False}),
+    ("My GPU has 24GB and training uses 18GB, no out of memory so far", {"logs.oom_phase": None}),
+    ("Saving the checkpoint takes 10 minutes, is that expected for a 70B model?", {"logs.oom_phase": None}),
+    ("I preprocess the dataset with map(num_proc=16) before launching torchrun, then train normally",
+     {"system.fails_during_preprocessing": None}),
+    ("The labels for the prompt are -100 and the answer tokens keep their ids", {"data.labels.no_target": None}),
 ]
 
 
