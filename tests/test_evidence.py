@@ -233,6 +233,9 @@ COMMON_FAULTS = [
     ("I preprocess the dataset with map(num_proc=16) before launching torchrun, then train normally",
      {"system.fails_during_preprocessing": None}),
     ("The labels for the prompt are -100 and the answer tokens keep their ids", {"data.labels.no_target": None}),
+    ("I set flash_attn: disabled, but it did not work, the loss is still 0", {"zeroloss.eager_fixes": None}),
+    ("overlap_comm: false, still doesn't work", {"dist.version_change_fixes": None}),
+    ("saving the checkpoint works, no out of memory", {"logs.oom_phase": None}),
 ]
 
 
@@ -374,6 +377,12 @@ SIGNATURES = [
 
 
 SIGNATURES += [
+    ("  File \"/opt/conda/lib/python3.10/site-packages/torch/optim/optimizer.py\", line 261, in __init__\n"
+     "    raise ValueError(\"optimizer got an empty parameter list\")\nValueError: optimizer got an empty parameter list",
+     "optimizer_empty_params", {"grads.trainable_fraction": 0}),
+    ("RuntimeError: DataLoader worker (pid 4121) is killed by signal: Bus error. It is possible that dataloader's workers "
+     "are out of shared memory.\nERROR: Unexpected bus error encountered in worker. This might be caused by insufficient "
+     "shared memory (shm).", "killed_sigkill", {"system.killed_signal9": True}),
     ("  File \"/usr/lib/python3.10/site-packages/torch/amp/grad_scaler.py\", line 451, in step\n"
      "    assert len(optimizer_state[\"found_inf_per_device\"]) > 0, \"No inf checks were recorded for this optimizer.\"\n"
      "AssertionError: No inf checks were recorded for this optimizer.", "gradscaler_no_inf_checks",
