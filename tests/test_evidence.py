@@ -236,6 +236,11 @@ COMMON_FAULTS = [
     ("I set flash_attn: disabled, but it did not work, the loss is still 0", {"zeroloss.eager_fixes": None}),
     ("overlap_comm: false, still doesn't work", {"dist.version_change_fixes": None}),
     ("saving the checkpoint works, no out of memory", {"logs.oom_phase": None}),
+    ("my Modelfile only has FROM ./qwen2-sft.gguf and ollama answers nonsense",
+     {"export.serving_template_missing": True, "export.served_by_other_engine": True}),
+    ("转成gguf导入ollama后胡乱回答，后来在Modelfile里加上TEMPLATE就好了",
+     {"export.serving_template_missing": True, "export.converted_bad_hf_ok": True}),
+    ("the Modelfile has the TEMPLATE and the stop parameters from the training template", {"export.serving_template_missing": None}),
 ]
 
 

@@ -38,6 +38,8 @@ CASES = [
      "no-grad-flow.lora-no-trainable"),
     ("qwen2.5 lora: {'loss': 0.0, 'grad_norm': nan} every step; flash_attn: disabled and the loss is normal again",
      "zero-loss.attention-kernel"),
+    ("fine-tuned qwen2 with llama-factory and converted it with convert_hf_to_gguf.py; in ollama it answers nonsense "
+     "while vllm is fine. The Modelfile only has FROM ./model.gguf", "save-export.serving-template-missing"),
 ]
 
 
