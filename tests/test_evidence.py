@@ -202,6 +202,79 @@ def test_values_from_text(kb, text, expected):
     assert {k: got.get(k) for k in expected} == expected
 
 
+# How many users report the common faults (nan-loss, zero-loss, save-export, no-grad-flow,
+# system-failure, repetition): the fix that worked, the value they printed, the line they pasted.
+COMMON_FAULTS = [
+    ("with fp32 it trains fine, only fp16 gives nan", {"fp16overflow.fp32_ok": True}),
+    ("switching to bf16 fixed it", {"fp16overflow.fp32_ok": True}),
+    ("disabling autocast solved the NaN, but training is 80% slower", {"fp16overflow.fp32_ok": True}),
+    ("使用 bf16 类型后loss正常", {"fp16overflow.fp32_ok": True}),
+    ("switching to bf16 did not fix it", {"fp16overflow.fp32_ok": None}),
+    ("改成bf16也不正常", {"fp16overflow.fp32_ok": None}),
+    ("I printed the batch and the labels are all -100 after truncation", {"data.labels.no_target": True}),
+    ("every label is -100 in some micro-batches", {"data.labels.no_target": True}),
+    ("打印出来labels全是-100", {"data.labels.no_target": True}),
+    ("最大句长设得太少，导致所有target_mask都是0", {"data.labels.no_target": True}),
+    ("cutoff_len 512 is too short for our prompts, the response is truncated away", {"data.labels.no_target": True}),
+    ("the labels are not all -100, most rows have targets", {"data.labels.no_target": None}),
+    ("labels: [-100, -100, 319, 1234, 2]", {"data.labels.no_target": None}),
+    ("adding a small epsilon inside the log fixed the nan", {"nanloss.eps_fixes": True}),
+    ("原因是log()里没有加极小的常数", {"nanloss.eps_fixes": True}),
+    ("I did not add an epsilon to the denominator", {"nanloss.eps_fixes": None}),
+    ("the loss divides by zero when a batch is empty", {"nanloss.custom_math": True}),
+    ("model = PeftModel.from_pretrained(model, 'alpaca-lora-7b') and then I continue training on my own data",
+     {"nograd.adapter_loaded_frozen": True}),
+    ("加载之前训练好的lora权重继续训练，可训练参数为0", {"nograd.adapter_loaded_frozen": True, "grads.trainable_fraction": 0}),
+    ("显示可训练参数为0", {"grads.trainable_fraction": 0}),
+    ("可训练参数为0.12%", {"grads.trainable_fraction": None}),
+    ("flash_attn: disabled  # with this the loss is normal again", {"zeroloss.eager_fixes": True}),
+    ("setting flash_attn to disabled worked for me", {"zeroloss.eager_fixes": True}),
+    ("flash_attn: fa2", {"zeroloss.eager_fixes": None}),
+    ("the base model's eos_token is <|endoftext|> while the chat template ends each turn with <|im_end|>",
+     {"model.eos_mismatch": True}),
+    ("generation_config.json has a different eos_token_id than tokenizer_config.json", {"model.eos_mismatch": True}),
+    ("eos_token is <|im_end|> and the template also uses <|im_end|>", {"model.eos_mismatch": None}),
+    ("Running tokenizer on dataset:  88%|████████▊ | 383700/433643 [29:55<03:25, 2432.70 examples/s]Traceback",
+     {"system.fails_during_preprocessing": True}),
+    ("    with training_args.main_process_first(desc=\"dataset map pre-processing\"):",
+     {"system.fails_during_preprocessing": True}),
+    ("the NCCL timeout happens during data preprocessing of a 6 GB dataset", {"system.fails_during_preprocessing": True}),
+    ("多卡训练在处理数据的时候NCCL超时", {"system.fails_during_preprocessing": True}),
+    ("Running tokenizer on dataset: 100%|██████████| 433643/433643 [31:02<00:00]", {"system.fails_during_preprocessing": None}),
+    ("the run trains for hours, then CUDA out of memory when saving the checkpoint", {"logs.oom_phase": "save"}),
+    ("torch.cuda.OutOfMemoryError raised in bitsandbytes _save_to_state_dict: CUDA out of memory", {"logs.oom_phase": "save"}),
+    ("保存模型的时候显存不足", {"logs.oom_phase": "save"}),
+    ("CUDA out of memory in the first training step", {"logs.oom_phase": "train"}),
+    ("2 nodes, zero2: grad_norm nan and loss 0 after some steps; setting overlap_comm to False works",
+     {"dist.version_change_fixes": True}),
+    ("overlap_comm改成false后loss正常", {"dist.version_change_fixes": True}),
+    ('"overlap_comm": false', {"dist.version_change_fixes": None, "dist.overlap_comm": False}),
+    ("trained for 30 epochs on 2k samples", {"repetition.epochs": 30}),
+    ("训练了20个epoch", {"repetition.epochs": 20}),
+    ("at inference I call generate on the raw question without the chat template", {"repetition.template_matches": False}),
+    ("the lora weights never change and the loss is flat", {"nograd.weights_changed": False}),
+    ("My GPU has 24GB and training uses 18GB, no out of memory so far", {"logs.oom_phase": None}),
+    ("Saving the checkpoint takes 10 minutes, is that expected for a 70B model?", {"logs.oom_phase": None}),
+    ("I preprocess the dataset with map(num_proc=16) before launching torchrun, then train normally",
+     {"system.fails_during_preprocessing": None}),
+    ("The labels for the prompt are -100 and the answer tokens keep their ids", {"data.labels.no_target": None}),
+    ("I set flash_attn: disabled, but it did not work, the loss is still 0", {"zeroloss.eager_fixes": None}),
+    ("overlap_comm: false, still doesn't work", {"dist.version_change_fixes": None}),
+    ("saving the checkpoint works, no out of memory", {"logs.oom_phase": None}),
+    ("my Modelfile only has FROM ./qwen2-sft.gguf and ollama answers nonsense",
+     {"export.serving_template_missing": True, "export.served_by_other_engine": True}),
+    ("转成gguf导入ollama后胡乱回答，后来在Modelfile里加上TEMPLATE就好了",
+     {"export.serving_template_missing": True, "export.converted_bad_hf_ok": True}),
+    ("the Modelfile has the TEMPLATE and the stop parameters from the training template", {"export.serving_template_missing": None}),
+]
+
+
+@pytest.mark.parametrize("text,expected", COMMON_FAULTS)
+def test_common_fault_phrases(kb, text, expected):
+    got = facts(kb, text)
+    assert {k: got.get(k) for k in expected} == expected
+
+
 NEGATIONS = [
     ("I'm not using fp16", "train.precision", None),
     ("没有用fp16", "train.precision", None),
@@ -332,6 +405,24 @@ SIGNATURES = [
      {"tp.kv_heads_divisible": False}),
     ("ValueError: num_attention_heads (40) must be a multiple of tensor_model_parallel_size (3).", "heads_not_divisible",
      {"tp.kv_heads_divisible": False}),
+]
+
+
+SIGNATURES += [
+    ("  File \"/opt/conda/lib/python3.10/site-packages/torch/optim/optimizer.py\", line 261, in __init__\n"
+     "    raise ValueError(\"optimizer got an empty parameter list\")\nValueError: optimizer got an empty parameter list",
+     "optimizer_empty_params", {"grads.trainable_fraction": 0}),
+    ("RuntimeError: DataLoader worker (pid 4121) is killed by signal: Bus error. It is possible that dataloader's workers "
+     "are out of shared memory.\nERROR: Unexpected bus error encountered in worker. This might be caused by insufficient "
+     "shared memory (shm).", "killed_sigkill", {"system.killed_signal9": True}),
+    ("  File \"/usr/lib/python3.10/site-packages/torch/amp/grad_scaler.py\", line 451, in step\n"
+     "    assert len(optimizer_state[\"found_inf_per_device\"]) > 0, \"No inf checks were recorded for this optimizer.\"\n"
+     "AssertionError: No inf checks were recorded for this optimizer.", "gradscaler_no_inf_checks",
+     {"grads.none_params": 1, "train.precision": "fp16"}),
+    ("RuntimeError: Error(s) in loading state_dict for PeftModelForCausalLM:\n\tsize mismatch for "
+     "base_model.model.lm_head.modules_to_save.default.weight: copying a param with shape torch.Size([151936, 4096]) "
+     "from checkpoint, the shape in current model is torch.Size([151860, 4096]).", "load_vocab_size_mismatch",
+     {"export.resized_embeddings": True}),
 ]
 
 

@@ -1,4 +1,5 @@
-"""The causes added for issue 13's uncovered labels are found from how people describe them.
+"""The causes added for issue 13's uncovered labels, and the most frequent causes in public trackers, are found
+from how people describe them.
 
 Each query is written for this test in the words such reports use (the error line, the flags);
 the cause must rank in the top 3 of `llmfix ask --no-input --json`, without questions."""
@@ -18,6 +19,27 @@ CASES = [
      "loss-plateau.lora-misses-hybrid-layers"),
     ("PPO objective/kl is negative while kl_estimator is k1, the KL penalty in the reward looks different",
      "preference-divergence.kl-estimate-mismatch"),
+    # the most frequent established causes in public trackers (issue 13, knowledge round)
+    ("4 GPUs, torchrun: Running tokenizer on dataset:  61%|██████    | 2200000/3600000 [30:02<19:10] then "
+     "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, Timeout(ms)=1800000)",
+     "system-failure.preprocessing-timeout"),
+    ("多卡训练时在数据预处理阶段NCCL超时退出，单卡可以跑", "system-failure.preprocessing-timeout"),
+    ("FSDP full fine-tune of a 70B model trains fine, but at the first save_steps the checkpoint save fails with "
+     "CUDA out of memory", "system-failure.save-oom"),
+    ("deepspeed zero3 + lora, the saved adapter_model.safetensors is 40 bytes while zero2 gives 20MB",
+     "save-export.zero3-empty-save"),
+    ("sft with --fp16 on qwen2, loss becomes nan after 200 steps; with bf16 it trains fine",
+     "nan-loss.fp16-on-bf16-model"),
+    ("loss is nan for some steps, I printed the batch and the labels are all -100 because cutoff_len is too short",
+     "nan-loss.no-target-tokens"),
+    ("my loss uses torch.log on the predicted probabilities and goes nan; adding an epsilon inside the log fixed it",
+     "nan-loss.unsafe-math"),
+    ("continued training from my saved adapter with PeftModel.from_pretrained, now it says trainable params: 0",
+     "no-grad-flow.lora-no-trainable"),
+    ("qwen2.5 lora: {'loss': 0.0, 'grad_norm': nan} every step; flash_attn: disabled and the loss is normal again",
+     "zero-loss.attention-kernel"),
+    ("fine-tuned qwen2 with llama-factory and converted it with convert_hf_to_gguf.py; in ollama it answers nonsense "
+     "while vllm is fine. The Modelfile only has FROM ./model.gguf", "save-export.serving-template-missing"),
 ]
 
 
