@@ -20,10 +20,12 @@ FALSE = ("false", "no", "off", "0", "none", "disabled")
 
 
 def key_index(kb: KnowledgeBase) -> dict[str, list[tuple[FactSpec, KeyRule]]]:
-    """key -> the (fact, rule) pairs it belongs to."""
+    """key -> the (fact, rule) pairs it belongs to (quoted rules read pasted JSON only, no setting)."""
     index: dict[str, list[tuple[FactSpec, KeyRule]]] = {}
     for spec in kb.facts.values():
         for rule in spec.keys:
+            if rule.quoted:
+                continue
             for key in rule.keys:
                 index.setdefault(key, []).append((spec, rule))
     return index

@@ -1,0 +1,113 @@
+"""The dtype a model was released in (model.pretrained_dtype) is kept apart from the dtype a
+script loads it in (model.dtype): a bf16 checkpoint loaded with torch_dtype=torch.float16 is the
+fp16-on-bf16 fault, not a model that "is fp16"."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from troubleshoot.cli import main
+from troubleshoot.evidence import extract
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+SCRIPT = """\
+import torch
+from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
+
+model = AutoModelForCausalLM.from_pretrained("{ckpt}", torch_dtype=torch.float16)
+args = TrainingArguments(output_dir="out", learning_rate=2e-5, per_device_train_batch_size=4)
+trainer = Trainer(model=model, args=args, train_dataset=train_dataset)
+trainer.train()
+"""
+FP16_ON_BF16 = "nan-loss.fp16-on-bf16-model"
+
+
+def _checkpoint(tmp_path, dtype):
+    """A tiny Llama saved in ``dtype``, its output projections depth-scaled (1/sqrt(2*layers), as
+    Megatron and BLOOM initialise them) so that the weights probe has no init fault to report."""
+    from modelfactory import LAYERS, save_hf, tiny_llama
+
+    model = tiny_llama(dtype)
+    with torch.no_grad():
+        for name, weight in model.named_parameters():
+            if name.endswith(("o_proj.weight", "down_proj.weight")):
+                weight.mul_((2 * LAYERS) ** -0.5)
+    return save_hf(model, tmp_path / "ckpt")
+
+
+def _ask(text: str, *paths) -> dict:
+    args = ["ask", text, "--no-input", "--json"] + [a for p in paths for a in ("--probe", str(p))]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code in (0, 1), result.output
+    return json.loads(result.stdout)
+
+
+def _evidence(cause: dict) -> dict[str, dict]:
+    return {e["fact"]: e for e in cause["evidence"]}
+
+
+def _run(tmp_path, dtype) -> dict:
+    ckpt = _checkpoint(tmp_path, dtype)
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT.format(ckpt=ckpt))
+    return _ask("the training loss becomes nan after a few steps", ckpt, script)
+
+
+def test_a_bf16_checkpoint_loaded_in_fp16_ranks_the_fault_first(tmp_path):
+    diag = _run(tmp_path, torch.bfloat16)
+    first = diag["causes"][0]
+    assert first["id"] == FP16_ON_BF16, [c["id"] for c in diag["causes"]]
+    used = _evidence(first)
+    assert used["model.pretrained_dtype"]["value"] == "bf16"
+    assert used["model.pretrained_dtype"]["from"] == "probe:config"
+    assert used["train.precision"]["value"] == "fp16"
+    assert used["train.precision"]["from"] == "probe:setup"
+    assert "torch_dtype=torch.float16" in used["train.precision"]["span"]
+
+
+def test_a_fp16_released_checkpoint_run_in_fp16_is_not_that_fault(tmp_path):
+    diag = _run(tmp_path, torch.float16)
+    assert diag["causes"][0]["id"] != FP16_ON_BF16
+    cause = next(c for c in diag["causes"] if c["id"] == FP16_ON_BF16)
+    released = [e for e in cause["evidence"] if e["fact"] == "model.pretrained_dtype"]
+    assert released and all(e["value"] == "fp16" and not e["holds"] and e["factor"] == 1 for e in released)
+    assert cause["score"] < 0.25
+
+
+def test_the_config_probe_publishes_the_release_dtype_not_the_load_dtype(tmp_path):
+    from troubleshoot.loaders import detect
+    from troubleshoot.probes import ProbeContext, run_all
+
+    ckpt = _checkpoint(tmp_path, torch.bfloat16)
+    obs = run_all(ProbeContext([detect(ckpt)], static=True))
+    assert obs.facts["model.pretrained_dtype"].value == "bf16"
+    assert "model.dtype" not in obs.facts and "train.precision" not in obs.facts
+
+
+@pytest.mark.parametrize("text", [
+    "Fine-tuning Qwen2-7B with TrainingArguments(fp16=True): the loss becomes nan after 200 steps",
+    "Qwen2-7B: model = AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.float16), "
+    "then the loss becomes nan after 200 steps",
+])
+def test_a_bf16_family_named_in_text_and_run_in_fp16_ranks_the_fault_first(text):
+    diag = _ask(text)
+    first = diag["causes"][0]
+    assert first["id"] in (FP16_ON_BF16, "fp16-overflow.bf16-weights-in-fp16"), [c["id"] for c in diag["causes"]]
+    used = _evidence(first)
+    assert (used["model.pretrained_dtype"]["value"], used["model.pretrained_dtype"]["span"]) == ("bf16", "Qwen2")
+    assert used["train.precision"]["value"] == "fp16"
+
+
+@pytest.mark.parametrize("text,loaded,released", [
+    ("from_pretrained('Qwen/Qwen2-7B', torch_dtype=torch.float16)", "fp16", "bf16"),
+    ("trl sft --model_name_or_path Qwen/Qwen2-0.5B --torch_dtype float16", "fp16", "bf16"),
+    ('{"_name_or_path": "meta-llama/Llama-2-7b-hf", "torch_dtype": "float16"}', "fp16", "fp16"),
+    ('config.json: {"architectures": ["GPT2LMHeadModel"], "dtype": "float32"}', None, "fp32"),
+])
+def test_text_keeps_the_load_dtype_apart_from_the_release_dtype(shipped_kb, text, loaded, released):
+    facts = {name: hit.value for name, hit in extract(shipped_kb, text).facts.items()}
+    assert (facts.get("model.dtype"), facts.get("model.pretrained_dtype")) == (loaded, released)
