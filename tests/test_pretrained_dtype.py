@@ -111,3 +111,56 @@ def test_a_bf16_family_named_in_text_and_run_in_fp16_ranks_the_fault_first(text)
 def test_text_keeps_the_load_dtype_apart_from_the_release_dtype(shipped_kb, text, loaded, released):
     facts = {name: hit.value for name, hit in extract(shipped_kb, text).facts.items()}
     assert (facts.get("model.dtype"), facts.get("model.pretrained_dtype")) == (loaded, released)
+
+
+LLAMAFACTORY = """\
+### model
+model_name_or_path: {model}
+
+### method
+stage: sft
+do_train: true
+finetuning_type: full
+
+### dataset
+dataset: alpaca_en_demo
+template: qwen
+cutoff_len: 1024
+
+### train
+per_device_train_batch_size: 2
+gradient_accumulation_steps: 8
+learning_rate: 1.0e-5
+num_train_epochs: 3.0
+lr_scheduler_type: cosine
+warmup_ratio: 0.1
+fp16: true
+"""
+
+
+def test_a_trainer_config_naming_a_bf16_model_in_fp16_ranks_the_fault_first(tmp_path):
+    config = tmp_path / "qwen2_full_sft.yaml"
+    config.write_text(LLAMAFACTORY.format(model="Qwen/Qwen2-7B-Instruct"))
+    diag = _ask("training loss is nan after a few hundred steps", config)
+    first = diag["causes"][0]
+    assert first["id"] == FP16_ON_BF16, [c["id"] for c in diag["causes"]]
+    used = _evidence(first)
+    assert used["model.pretrained_dtype"]["value"] == "bf16"
+    assert used["model.pretrained_dtype"]["span"] == "model_name_or_path: Qwen/Qwen2-7B-Instruct"
+    assert (used["train.precision"]["value"], used["train.precision"]["span"]) == ("fp16", "fp16: true")
+
+
+@pytest.mark.parametrize("source,released", [
+    ('model = AutoModelForCausalLM.from_pretrained("meta-llama/Meta-Llama-3-8B", torch_dtype=torch.float16)', "bf16"),
+    ('model = AutoModelForCausalLM.from_pretrained("openai-community/gpt2", torch_dtype=torch.float16)', None),
+    ("model = AutoModelForCausalLM.from_pretrained(args.model_path, torch_dtype=torch.float16)", None),
+])
+def test_the_model_a_script_loads_names_its_release_dtype(tmp_path, source, released):
+    from troubleshoot.loaders import detect
+    from troubleshoot.probes import ProbeContext, run_all
+
+    script = tmp_path / "train.py"
+    script.write_text(f"import torch\nfrom transformers import AutoModelForCausalLM\n\n{source}\n")
+    facts = run_all(ProbeContext([detect(script)], static=True)).facts
+    assert facts["model.dtype"].value == "fp16"
+    assert (facts["model.pretrained_dtype"].value if "model.pretrained_dtype" in facts else None) == released

@@ -99,7 +99,7 @@ def build(kb: KnowledgeBase) -> list[dict]:
         for rule in spec.keys:
             switch = rule.set is not None or spec.type == "bool"
             values = [(s.lower(), choice) for choice, spellings in rule.values.items() for s in [choice, *spellings]]
-            for key in rule.keys if rule.index is None else ():
+            for key in rule.keys if rule.index is None and not rule.as_text else ():  # text rules read text
                 for rx in key_expressions(key, spec, switch, bool(values), rule.quoted):
                     rows.append(dict(rx=rx, kind="key", fact=name, set=_switch_value(rule.set, spec),
                                      negated=_switch_negated(rule.negated, spec), values=values))

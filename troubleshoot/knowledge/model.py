@@ -35,6 +35,7 @@ class KeyRule(NamedTuple):
     index: int | None = None  # a list value (betas: [0.9, 0.95]): the element to take
     line: int = 0
     quoted: bool = False     # only "key": value pasted as JSON (a saved config.json), never a setting
+    as_text: bool = False    # a setting's value read with the fact's text rules (a model name), never in text
 
 
 @dataclass

@@ -26,7 +26,7 @@ CONFIG_CALLS = ("arguments", "args", "config", "configs")  # TrainingArguments, 
 CALLS = {"from_pretrained", "adam", "adamw", "adamw8bit", "pagedadamw", "pagedadamw8bit", "fusedadam", "lion", "sgd",
          "adafactor", "clip_grad_norm_", "get_linear_schedule_with_warmup", "get_cosine_schedule_with_warmup",
          "get_scheduler", "dict", "autocast", "gradscaler", "prepare_model_for_kbit_training", "initialize"}
-POSITIONAL = {"clip_grad_norm_": ("parameters", "max_norm"),
+POSITIONAL = {"clip_grad_norm_": ("parameters", "max_norm"), "from_pretrained": ("pretrained_model_name_or_path",),
               "get_linear_schedule_with_warmup": ("optimizer", "num_warmup_steps", "num_training_steps"),
               "get_cosine_schedule_with_warmup": ("optimizer", "num_warmup_steps", "num_training_steps")}
 # calls that are a setting by themselves
