@@ -149,7 +149,7 @@ def test_fp16_only_causes_stay_low_in_bf16(shipped_kb):
 
     facts = {name: Fact(name, value, "user") for name, value in {
         "train.precision": "bf16", "logs.skipped_iterations": 50,
-        "logs.early_warning": True, "logs.grad_norm_explosion": True, "model.dtype": "bf16",
+        "logs.early_warning": True, "logs.grad_norm_explosion": True, "model.pretrained_dtype": "bf16",
         "fp16overflow.overflow_in_attention": True, "fp16overflow.params_loaded_fp16": True,
         "fp16overflow.mask_fill_large": True}.items()}
     fp16_only = [c for c in shipped_kb.causes.values() if c.symptom == "fp16-overflow"] + [

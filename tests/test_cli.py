@@ -295,3 +295,21 @@ def test_ask_dash_without_a_paste_is_one_line_exit_2():
                             capture_output=True, text=True, cwd=REPO, timeout=120)
     assert closed.returncode == 2 and "Traceback" not in closed.stderr
     assert closed.stderr.strip().count("\n") == 0 and "standard input is closed" in closed.stderr
+
+
+# ---------------------------------------------------------------- folders given to kb new / site
+@pytest.mark.parametrize("command", [["kb", "new", "grad-stall", "--root"], ["site", "serve", "--port", "0", "--dir"]])
+@pytest.mark.parametrize("kind,problem", [("missing", "no such folder"), ("file", "not a folder")])
+def test_a_folder_option_that_is_no_folder_is_our_one_line(tmp_path, command, kind, problem):
+    target = tmp_path / "site-or-tree"
+    if kind == "file":
+        target.write_text("not a folder")
+    result = run(*command, str(target))
+    assert result.exit_code == 2 and result.output == f"Error: {target}: {problem}\n", result.output
+
+
+def test_site_build_into_a_file_is_our_one_line(tmp_path):
+    target = tmp_path / "out"
+    target.write_text("x")
+    result = run("site", "build", str(target))
+    assert result.exit_code == 2 and result.output == f"Error: {target}: exists and is not a folder\n", result.output

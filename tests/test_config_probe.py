@@ -34,7 +34,7 @@ def test_model_facts_from_hf_config(art):
     assert (v["model.hidden_size"], v["model.num_layers"], v["model.num_heads"]) == (64, 4, 4)
     assert v["model.hidden_depth_ratio"] == 16.0 and v["model.initializer_range"] == 0.02
     assert v["model.vocab_size"] == v["model.embedding_rows"] == v["model.tokenizer_size"] == 100
-    assert v["model.dtype"] == "fp32" and v["model.norm_position"] == "pre"
+    assert v["model.pretrained_dtype"] == "fp32" and v["model.norm_position"] == "pre"
     assert v["model.eos_mismatch"] is False and v["model.pad_is_eos"] is False and v["model.vocab_mismatch"] is False
     assert obs.facts["model.eos_mismatch"].note == "config.json, generation_config.json, tokenizer_config.json, special_tokens_map.json"
     assert all(f.source == "probe:config" for f in obs.facts.values())
@@ -43,7 +43,7 @@ def test_model_facts_from_hf_config(art):
 def test_model_facts_from_megatron_args(art):
     v = {k: f.value for k, f in probe(art("megatron-deepspeed")).facts.items()}
     assert (v["model.hidden_size"], v["model.num_layers"], v["model.vocab_size"]) == (64, 2, 128)
-    assert v["model.dtype"] == "fp16" and v["model.initializer_range"] == 0.02
+    assert v["model.pretrained_dtype"] == "fp16" and v["model.initializer_range"] == 0.02
     assert v["model.embedding_rows"] == 128 and v["model.has_embed_layernorm"] is False
 
 
@@ -129,7 +129,7 @@ def test_large_wide_model(tmp_path):
     f = found(obs, "config.initializer_range")[0]
     assert f.severity == "info" and "training from scratch" in f.message  # an HF config's value seeds new modules only
     assert f.value["formula"] == pytest.approx(math.sqrt(2 / (5 * 16384)), rel=1e-4)
-    assert obs.facts["model.dtype"].value == "fp16" and found(obs, "config.fp16")
+    assert obs.facts["model.pretrained_dtype"].value == "fp16" and found(obs, "config.fp16")
     assert obs.facts["model.params_estimate"].value > 100e9
 
 

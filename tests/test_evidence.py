@@ -519,19 +519,19 @@ NOT_BF16_NAMES = [
 
 
 @pytest.mark.parametrize("text,span", BF16_NAMES)
-def test_a_bf16_model_family_named_in_text_sets_a_tempered_dtype(kb, text, span):
-    hit = extract(kb, text).facts["model.dtype"]
+def test_a_bf16_model_family_named_in_text_sets_a_tempered_pretrained_dtype(kb, text, span):
+    hit = extract(kb, text).facts["model.pretrained_dtype"]
     assert (hit.value, hit.span, hit.kind) == ("bf16", span, "text") and hit.trust < 1
 
 
 @pytest.mark.parametrize("text", NOT_BF16_NAMES)
 def test_fp16_or_fp32_families_and_negated_names_set_no_dtype(kb, text):
-    assert "model.dtype" not in facts(kb, text)
+    assert "model.pretrained_dtype" not in facts(kb, text)
 
 
 def test_a_pasted_torch_dtype_outranks_the_model_name(kb):
     text = '{"_name_or_path": "Qwen/Qwen2-7B", "torch_dtype": "float32"}'
-    assert facts(kb, text)["model.dtype"] == "fp32"
+    assert facts(kb, text)["model.pretrained_dtype"] == "fp32"
 
 
 def _ranked(text: str, *args: str) -> list[dict]:
@@ -551,7 +551,7 @@ FP16_ON_BF16 = {"nan-loss.fp16-on-bf16-model", "fp16-overflow.bf16-weights-in-fp
 def test_a_named_bf16_model_in_fp16_ranks_the_overflow_cause(text):
     causes = _ranked(text)
     assert FP16_ON_BF16 & {c["id"] for c in causes[:3]}
-    used = [e for c in causes for e in c["evidence"] if e["fact"] == "model.dtype"]
+    used = [e for c in causes for e in c["evidence"] if e["fact"] == "model.pretrained_dtype"]
     assert used and all(e["value"] == "bf16" and e["from"] == "text" for e in used)
 
 
@@ -564,7 +564,7 @@ def test_a_probed_config_dtype_wins_over_the_model_name(tmp_path):
     config.save_pretrained(tmp_path)
     named = _ranked(BF16_REPORTS[0])
     probed = _ranked(BF16_REPORTS[0], "--probe", str(tmp_path / "config.json"))
-    used = [e for c in probed for e in c["evidence"] if e["fact"] == "model.dtype"]
+    used = [e for c in probed for e in c["evidence"] if e["fact"] == "model.pretrained_dtype"]
     assert used and all(e["value"] == "fp32" and e["from"] == "probe:config" for e in used)
 
     def rank(causes):

@@ -257,3 +257,24 @@ def test_site_build_into_an_unwritable_folder_is_one_line(work, unprivileged):
         lines = done.stderr.strip().splitlines()
         assert done.returncode == 2 and len(lines) == 1 and "denied" in lines[0].lower(), done.stderr
         assert str(out) in lines[0]
+
+
+@pytest.mark.parametrize("command", [("kb", "new", "grad-stall", "--root"), ("site", "serve", "--port", "0", "--dir"),
+                                     ("site", "build")])
+def test_an_unreadable_folder_given_to_kb_new_or_site_is_one_line(work, unprivileged, command):
+    folder = work / "tree"
+    (folder / "rules").mkdir(parents=True)
+    (folder / "index.html").write_text("<!doctype html>")
+    done = llmfix(*command, str(lock(folder)))
+    assert_unreadable(done, folder)
+
+
+def test_kb_new_into_an_unwritable_rules_folder_is_one_line(work, unprivileged):
+    rules = work / "rules"
+    rules.mkdir()
+    lock(rules, 0o555)
+    done = llmfix("kb", "new", "grad-stall", "--root", str(work))
+    assert_clean(done)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and "denied" in lines[0].lower(), done.stderr
+    assert lines[0].startswith(f"Error: {rules / 'grad-stall.yaml'}: cannot write"), lines[0]

@@ -399,6 +399,58 @@ def test_search_is_a_keyboard_combobox(driver, shipped):
     assert not console_errors(driver), console_errors(driver)
 
 
+# An issue-template report whose environment lines (GPU type, 8 GPUs, distributed set-up) would read
+# as a system failure if the template were scored; what the writer says is a broken save.
+TEMPLATE_REPORT = """\
+### System Info
+
+- `transformers` version: 4.46.0
+- Platform: Linux-5.15.0-x86_64-with-glibc2.35
+- Python version: 3.10.12
+- PyTorch version (GPU?): 2.4.1+cu121 (True)
+- Using distributed or parallel set-up in script?: deepspeed zero3, 8 GPUs
+- GPU type: NVIDIA A100-SXM4-80GB
+
+### Who can help?
+
+@ArthurZucker @muellerzr
+
+### Information
+
+- [ ] The official example scripts
+- [x] My own modified scripts
+
+### Reproduction
+
+The saved checkpoint after training is much smaller than expected, and loading it gives random outputs.
+
+### Expected behavior
+
+The model should load with the trained weights.
+"""
+
+
+def test_a_pasted_template_report_is_searched_like_llmfix_ask(driver, shipped):
+    from troubleshoot.matcher import SymptomMatcher
+
+    kb, site = shipped
+    matcher = SymptomMatcher(kb)
+    expected = matcher.match_report(TEMPLATE_REPORT)[0].id
+    assert matcher.match(TEMPLATE_REPORT)[0].id != expected       # the template text alone would mislead
+    open_page(driver, site / "index.html")
+    box = driver.find_element(By.ID, "search")
+    box.click()
+    driver.execute_script("var data = new DataTransfer(); data.setData('text/plain', arguments[1]);"
+                          "arguments[0].dispatchEvent(new ClipboardEvent('paste', {clipboardData: data, bubbles: true,"
+                          " cancelable: true}));", box, TEMPLATE_REPORT)
+    WebDriverWait(driver, 10).until(lambda d: box.get_attribute("aria-expanded") == "true")
+    strong = driver.find_elements(By.CSS_SELECTOR, "#search-results .hit-strong")
+    assert strong and strong[0].get_attribute("data-id") == expected == "save-export"
+    assert "system-failure" not in [s.get_attribute("data-id") for s in strong]
+    assert box.get_attribute("value") == TEMPLATE_REPORT.replace("\n", " ")   # shown on one line
+    assert not console_errors(driver), console_errors(driver)
+
+
 def _no_sideways_scroll_on_a_phone(drv, site: Path) -> None:
     viewport(drv, PHONE)
     try:

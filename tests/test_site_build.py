@@ -518,6 +518,19 @@ def test_cli_site_build(tmp_path, monkeypatch):
 
 
 # --------------------------------------------------------------------------- data agrees with Python
+def test_js_regex_keeps_the_python_meaning():
+    from troubleshoot.knowledge.expr import ExprError
+    from troubleshoot.site.export import js_regex
+
+    source, flags = js_regex(re.compile(r"(?P<key>[^\s:]{1,5})\S[]x]", re.ASCII | re.IGNORECASE))
+    space = r"\u0009\u000a\u000b\u000c\u000d\u0020"
+    assert (source, flags) == (f"(?<key>[^{space}:]{{1,5}})[^{space}][]x]", "i")
+    assert "\\u3000" in js_regex(re.compile(r"\s"))[0]           # Python's \s has U+3000 without re.ASCII
+    for pattern in (r"\bx", r"\w", r"\d"):                       # ASCII in a browser, Unicode in Python
+        with pytest.raises(ExprError, match="re.ASCII"):
+            js_regex(re.compile(pattern))
+
+
 def test_expression_trees_cover_the_whitelist():
     from troubleshoot.site.export import expr_tree
 
@@ -537,7 +550,9 @@ AGREEMENT_JS = r"""
 function runCases(L, index, symptoms, input) {
   var m = new L.Matcher(index);
   var out = {matches: input.queries.map(function (q) {
-    return m.match(q).map(function (r) { return [r.id, r.score]; }); }), states: []};
+    return m.match(q).map(function (r) { return [r.id, r.score]; }); }), states: [],
+    reports: input.reports.map(function (r) {
+      return {clean: m.clean(r), matches: m.matchReport(r).map(function (x) { return [x.id, x.score]; })}; })};
   input.states.forEach(function (st) {
     var sym = symptoms[st.symptom];
     if (!sym) { out.states.push(null); return; }
@@ -588,12 +603,43 @@ def _numbers_near(kb, name: str) -> list:
     return sorted(out, key=repr)
 
 
+# Pieces of pasted issue reports: template headings, checklists, environment lines, links, paths,
+# versions and hashes (what prose() removes) among the words that stay, in odd whitespace too.
+REPORT_PIECES = [
+    "### System Info", "### 复现", "**Describe the bug**", "## Expected behavior:", "> ### Reproduction",
+    "System Info / 系統信息", "### Who can help?", "- [x] I have searched the existing issues", "- [ ] official scripts",
+    "- Python version: 3.10.14", "- `transformers` version: 4.44.2", "- PyTorch version (GPU?): 2.4.0+cu121 (True)",
+    "- Platform: Linux-5.15.0-x86_64", "- 平台：Linux", "- GPU type: NVIDIA A100-SXM4-80GB", "- loss: 0.5.1",
+    "- lr: 1.2.3", "Accelerate config: not found", "A clear and concise description of what the bug is.",
+    "请在此处填写问题描述", "https://github.com/ggerganov/llama.cpp/pull/2276", "see www.example.com/a/b?c=1",
+    "@muellerzr", "/home/me/runs/sft/train.py", "./scripts/finetune.sh", r"C:\Users\me\train.py",
+    "ds_config.json", "commit 3f9a2c1d", "v0.9.5", "2.0.1+cu118", "4.46.0.dev0", "loss 0.0", "loss went nan",
+    "grad_norm is nan", "训练 loss 变成 nan", "CUDA out of memory during evaluation", "the saved model is empty",
+    "NCCL watchdog timeout", "\u3000### 复现\u3000", "\x1c", "\x85", "\ufeff", "\U0001f600", "ＡＢＣ　ｌｏｓｓ",
+    "İstanbul", "ΣΑΣ",
+]
+REPORT_GLUE = [" ", "\n", "\n\n", "\r\n", "\r", "\v", "\u2028", "\t"]
+
+
+def agreement_reports(rng: random.Random) -> list[str]:
+    """Real-looking reports (tests/test_prose.py), random mixes of REPORT_PIECES, and a paste too long
+    to be read whole (its head and tail are, counted in characters: astral ones too)."""
+    from test_prose import LLAMAFACTORY_STYLE, TRANSFORMERS_STYLE
+
+    reports = [TRANSFORMERS_STYLE, LLAMAFACTORY_STYLE, TRANSFORMERS_STYLE.replace("\n", "\r\n") + "\n\n"]
+    for _ in range(40):
+        reports.append("".join(rng.choice(REPORT_PIECES) + rng.choice(REPORT_GLUE) for _ in range(rng.randint(3, 30))))
+    reports.append(("\U0001f600 loss went nan " + LLAMAFACTORY_STYLE) * 12)
+    return reports
+
+
 def agreement_cases(kb, seed: int = 7, states_per_symptom: int = 25, symptoms=None) -> dict:
-    """Queries and fact states, with what the Python matcher and engine say about each."""
+    """Queries, pasted reports and fact states, with what the Python matcher and engine say about each."""
     from troubleshoot.engine import State, open_questions, rank
     from troubleshoot.knowledge.expr import render_template
-    from troubleshoot.matcher import SymptomMatcher
+    from troubleshoot.matcher import SymptomMatcher, bounded
     from troubleshoot.observations import Fact
+    from troubleshoot.prose import prose
 
     rng = random.Random(seed)
     aliases = [a for s in kb.symptoms.values() for a in s.all_aliases()]
@@ -616,6 +662,9 @@ def agreement_cases(kb, seed: int = 7, states_per_symptom: int = 25, symptoms=No
         queries.append(" ".join(rng.choice(words) for _ in range(rng.randint(40, 120))))
     matcher = SymptomMatcher(kb)
     py_matches = [[[m.id, m.score] for m in matcher.match(q)] for q in queries]
+    reports = agreement_reports(rng)
+    py_reports = [{"clean": prose(bounded(r)), "matches": [[m.id, m.score] for m in matcher.match_report(r)]}
+                  for r in reports]
 
     states, py_states = [], []
     for sid in symptoms or kb.symptoms:
@@ -652,13 +701,17 @@ def agreement_cases(kb, seed: int = 7, states_per_symptom: int = 25, symptoms=No
                            "unknown": unknown})
             py_states.append({"ranked": [[c.id, c.score, c.status] for c in rank(state)],
                               "questions": [q.fact for q in open_questions(state)], "steps": steps})
-    return {"js_input": {"queries": queries, "states": states}, "queries": queries,
-            "matches": py_matches, "states": py_states}
+    return {"js_input": {"queries": queries, "states": states, "reports": reports}, "queries": queries,
+            "matches": py_matches, "states": py_states, "reports": py_reports}
 
 
 def compare_agreement(cases: dict, js: dict, min_states: int = 1) -> None:
     for query, py, got in zip(cases["queries"], cases["matches"], js["matches"]):
         assert got == py, f"search {query!r}: JS {got[:3]} != Python {py[:3]}"
+    assert len(js["reports"]) == len(cases["reports"])
+    for report, py, got in zip(cases["js_input"]["reports"], cases["reports"], js["reports"]):
+        assert got["clean"] == py["clean"], f"prose({report[:200]!r}): JS {got['clean']!r} != Python {py['clean']!r}"
+        assert got["matches"] == py["matches"], f"report {report[:200]!r}: JS {got['matches'][:3]} != Python {py['matches'][:3]}"
     compared = 0
     for state, py, got in zip(cases["js_input"]["states"], cases["states"], js["states"]):
         if got is None:

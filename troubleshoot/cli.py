@@ -466,7 +466,7 @@ def kb_show(item_id: str, answers: tuple[str, ...]) -> None:
 
 @kb.command("new")
 @click.argument("symptom_id")
-@click.option("--root", default=".", show_default=True, type=click.Path(file_okay=False),
+@click.option("--root", default=".", show_default=True, type=click.Path(readable=False),
               help="The knowledge tree (the folder holding rules/ and kb/).")
 def kb_new(symptom_id: str, root: str) -> None:
     """Write rules/SYMPTOM_ID.yaml and kb/SYMPTOM_ID.md to fill in (docs/extending.md)."""
@@ -503,7 +503,7 @@ def site() -> None:
 
 
 @site.command("build")
-@click.argument("out", type=click.Path(file_okay=False))
+@click.argument("out", type=click.Path(readable=False))
 def site_build(out: str) -> None:
     """Render every symptom, cause and fix into OUT (works offline)."""
     from .site.build import build
@@ -514,7 +514,7 @@ def site_build(out: str) -> None:
 
 @site.command("serve")
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535))
-@click.option("--dir", "directory", type=click.Path(file_okay=False),
+@click.option("--dir", "directory", type=click.Path(readable=False),
               help="Serve this built site instead of building one.")
 def site_serve(port: int, directory: str | None) -> None:
     """Build the site into a temporary folder and serve it on localhost."""

@@ -31,6 +31,25 @@ def regular_file(path: str | Path) -> os.stat_result:
     return st
 
 
+def readable_folder(path: str | Path) -> Path:
+    """``path`` as a folder whose entries can be listed, or ArtifactError saying what it is instead
+    (a command given a folder answers one line, never click's usage text or a traceback)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise ArtifactError(path, "no such folder") from None
+    except OSError as err:
+        raise ArtifactError(path, f"cannot read: {err.strerror or err}") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise ArtifactError(path, "not a folder")
+    try:
+        with os.scandir(path):
+            pass
+    except OSError as err:
+        raise ArtifactError(path, f"cannot read: {err.strerror or err}") from None
+    return Path(path)
+
+
 def open_regular(path: str | Path) -> BinaryIO:
     """A regular file opened for binary reading, or ArtifactError saying why it cannot be
     (an unreadable file is one line naming it, never a PermissionError traceback)."""

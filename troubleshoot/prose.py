@@ -12,6 +12,9 @@ counts as an unknown English word, and a long, clear report would read as a gues
 * ``language(text)``: ``prose`` without code (fenced blocks, backticks) and code identifiers
   (`grad_norm`, `model.half`, `gradientCheckpointing`, `4090ti`): the words whose share of known
   words decides whether a match is weak.
+* ``rules()``: the headings and expressions ``prose`` applies, which the site's search box applies
+  too (site/export.py writes them into its data, static/llmfix.js repeats ``prose``'s steps).
+  Word, digit and word-boundary classes mean ASCII in a browser: every expression using them is re.ASCII.
 """
 from __future__ import annotations
 
@@ -45,8 +48,9 @@ _ENV_KEYS = re.compile(
     r"using distributed or parallel set-?up in script\??|hardware|machine|"
     r"平台|系统|操作系统|显卡|硬件|驱动)$", re.IGNORECASE)
 # `- PyTorch: 2.0`, `Transformers:4.27.1`: a name and its version, unless the name is a metric.
-_PACKAGE_VERSION = re.compile(r"v?\d{1,6}\.\d{1,6}\S{0,30}(?:\s{1,3}\([^)]{0,30}\))?$")
-_METRIC = re.compile(r"loss|norm|\blr\b|rate|step|epoch|acc|reward|kl|scale|ppl|perplexity|损失|学习率", re.IGNORECASE)
+_PACKAGE_VERSION = re.compile(r"v?\d{1,6}\.\d{1,6}\S{0,30}(?:\s{1,3}\([^)]{0,30}\))?$", re.ASCII)
+_METRIC = re.compile(r"loss|norm|\blr\b|rate|step|epoch|acc|reward|kl|scale|ppl|perplexity|损失|学习率",
+                     re.IGNORECASE | re.ASCII)
 
 _URL = re.compile(r"\b(?:https?://|www\.)\S{1,2000}|(?<!\w)@[\w-]{1,40}", re.IGNORECASE | re.ASCII)  # and @mentions
 _PATH = re.compile(
@@ -93,6 +97,16 @@ def _file_name(path: re.Match) -> str:
     """A path says what it is through its file name only: `tools/convert.py` -> `convert`."""
     name = re.split(r"[/\\]", path.group(0))[-1]
     return " " + name.rsplit(".", 1)[0] + " " if "." in name else " "
+
+
+def rules() -> dict:
+    """What ``prose`` removes, by the role each expression plays in it (``match``: anchored at the
+    start of the text; ``search``: anywhere; ``sub``: every occurrence replaced)."""
+    return {"headings": sorted(TEMPLATE_HEADINGS),
+            "match": {"checkbox": _CHECKBOX, "env_line": _ENV_LINE, "package_version": _PACKAGE_VERSION},
+            "search": {"env_keys": _ENV_KEYS, "metric": _METRIC, "repo_url": _REPO_URL},
+            "sub": {"heading_marks": _HEADING_MARKS, "prompts": _PROMPTS, "url": _URL, "path": _PATH,
+                    "hash": _HASH, "version": _VERSION}}
 
 
 def language(text: str) -> str:

@@ -5,7 +5,9 @@ A key matches a path equal to it or ending in it at a dot (``lr`` matches ``opti
 ``zero_optimization.stage`` matches itself); when keys of several facts match one path, the
 most specific (most segments) wins, so ``from_pretrained.dtype`` is the model's dtype while a
 torchtune ``dtype`` is the training precision. The last setting of a fact wins, as on a command
-line. ``"auto"`` (DeepSpeed filled in by the HF Trainer) and unparsable values set nothing.
+line. ``"auto"`` (DeepSpeed filled in by the HF Trainer) and unparsable values set nothing. The
+value of an ``as_text`` rule's setting is read with the fact's text rules, as words in a report are
+(``model_name_or_path: Qwen/Qwen2-7B`` names a family released in bf16).
 """
 from __future__ import annotations
 
@@ -13,17 +15,19 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..knowledge.model import FactSpec, KeyRule, KnowledgeBase
-from .extract import Hit
+from .extract import Hit, extract
 
 TRUE = ("true", "yes", "on", "1")
 FALSE = ("false", "no", "off", "0", "none", "disabled")
 
 
 def key_index(kb: KnowledgeBase) -> dict[str, list[tuple[FactSpec, KeyRule]]]:
-    """key -> the (fact, rule) pairs it belongs to."""
+    """key -> the (fact, rule) pairs it belongs to (quoted rules read pasted JSON only, no setting)."""
     index: dict[str, list[tuple[FactSpec, KeyRule]]] = {}
     for spec in kb.facts.values():
         for rule in spec.keys:
+            if rule.quoted:
+                continue
             for key in rule.keys:
                 index.setdefault(key, []).append((spec, rule))
     return index
@@ -36,11 +40,20 @@ def facts_from_settings(kb: KnowledgeBase, settings: Iterable) -> dict[str, Hit]
     out: dict[str, Hit] = {}
     for setting in settings:
         for spec, rule in _matching(index, setting.path):
-            value = convert(spec, rule, setting.value)
+            if rule.as_text:
+                value, trust = _as_text(kb, spec, setting.value)
+            else:
+                value, trust = convert(spec, rule, setting.value), 1.0
             if value is not None:
                 out[spec.name] = Hit(spec.name, value, setting.quote or f"{setting.path}={setting.value}",
-                                     setting.line, setting.line, 1.0, "key")
+                                     setting.line, setting.line, trust, "key")
     return out
+
+
+def _as_text(kb: KnowledgeBase, spec: FactSpec, raw: Any) -> tuple[Any, float]:
+    """The fact's value (and trust) as its text rules read a setting's text value, or (None, 1)."""
+    hit = extract(kb, raw).facts.get(spec.name) if isinstance(raw, str) else None
+    return (hit.value, hit.trust) if hit is not None and hit.kind == "text" else (None, 1.0)
 
 
 def _matching(index: dict, path: str) -> list[tuple[FactSpec, KeyRule]]:

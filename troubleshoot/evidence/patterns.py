@@ -66,14 +66,17 @@ def expand(rx: str) -> str:
     return rx.replace("{NUM}", NUM)
 
 
-def key_expressions(key: str, spec: FactSpec, switch: bool, mapped: bool) -> list[str]:
+def key_expressions(key: str, spec: FactSpec, switch: bool, mapped: bool, quoted: bool = False) -> list[str]:
     """How a key or flag looks in pasted text: ``lr=3e-4``, ``--lr 1e-4``, ``'learning_rate': 2e-05``,
-    ``--fp16``, ``bf16=True``, ``torch_dtype=torch.float16``, ``hidden_size 4096``.
+    ``--fp16``, ``bf16=True``, ``torch_dtype=torch.float16``, ``hidden_size 4096``; a ``quoted``
+    key only as JSON writes it (``"torch_dtype": "bfloat16"`` of a pasted config.json).
 
     Dotted keys (nested config paths) and one-letter keys are for structured files only."""
     if "." in key or len(key) < 2:
         return []
     name = re.escape(key).replace("_", "[-_]")
+    if quoted:
+        return [r"[\"']" + name + r"[\"']\s{0,3}:\s{0,3}[\"']?(?P<value>[A-Za-z0-9_.\-]{1,40})"]
     assign = r"[\"']?\s{0,3}[:=]\s{0,3}[\"'\[]?"
     if switch:
         return [_BEFORE + "--" + name + r"(?:[ =]" + FLAG + r")?(?![\w-])",
@@ -96,8 +99,8 @@ def build(kb: KnowledgeBase) -> list[dict]:
         for rule in spec.keys:
             switch = rule.set is not None or spec.type == "bool"
             values = [(s.lower(), choice) for choice, spellings in rule.values.items() for s in [choice, *spellings]]
-            for key in rule.keys if rule.index is None else ():
-                for rx in key_expressions(key, spec, switch, bool(values)):
+            for key in rule.keys if rule.index is None and not rule.as_text else ():  # text rules read text
+                for rx in key_expressions(key, spec, switch, bool(values), rule.quoted):
                     rows.append(dict(rx=rx, kind="key", fact=name, set=_switch_value(rule.set, spec),
                                      negated=_switch_negated(rule.negated, spec), values=values))
     for sig in kb.signatures.values():

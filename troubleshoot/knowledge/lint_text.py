@@ -27,6 +27,9 @@ def text_rules(kb: KnowledgeBase) -> list[Problem]:
             out += _values(where, spec, {"set": rule.set, "negated": rule.negated})
             for choice in rule.values:
                 out += _values(where, spec, {f"values.{choice}": choice})
+            if rule.as_text and (not spec.text or rule.set is not None or rule.values or rule.quoted):
+                out.append(Problem(*where, "an as_text rule reads values with the fact's own text rules: the fact "
+                                           "needs text rules, and the rule no set, values or quoted"))
     for sig in kb.signatures.values():
         where = (sig.file, sig.line, sig.id)
         out += _expressions(where, [expand(r) for r in sig.regex], linear_problem)

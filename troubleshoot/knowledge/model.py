@@ -34,6 +34,8 @@ class KeyRule(NamedTuple):
     negated: Any = None      # the value a false switch sets; None: nothing
     index: int | None = None  # a list value (betas: [0.9, 0.95]): the element to take
     line: int = 0
+    quoted: bool = False     # only "key": value pasted as JSON (a saved config.json), never a setting
+    as_text: bool = False    # a setting's value read with the fact's text rules (a model name), never in text
 
 
 @dataclass

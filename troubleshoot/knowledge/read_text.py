@@ -49,7 +49,7 @@ def read_fact_rules(doc: Located, path: tuple, raw: dict, spec: FactSpec, proble
         values = {str(choice): [str(v) for v in spellings] for choice, spellings in (item.get("values") or {}).items()
                   if isinstance(spellings, list)}
         spec.keys.append(KeyRule(keys, item.get("set"), values, item.get("negated"), item.get("index"),
-                                 doc.line(where)))
+                                 doc.line(where), bool(item.get("quoted")), bool(item.get("as_text"))))
 
 
 def read_signatures(doc: Located, kb: KnowledgeBase, problems: list[Problem]) -> None:

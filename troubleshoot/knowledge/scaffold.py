@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .. import contracts
 from ..errors import LlmfixError
+from ..files import readable_folder
 from .schema import SYMPTOM_ID
 
 RULE = """\
@@ -49,14 +50,17 @@ def new_symptom(root: Path, sid: str) -> list[Path]:
     """Write rules/<sid>.yaml and kb/<sid>.md under ``root``; never overwrite a file."""
     if not SYMPTOM_ID.match(sid):
         raise LlmfixError(f"{sid}: a symptom id is kebab-case, e.g. loss-spike")
-    if not (root / "rules").is_dir():
+    if not (readable_folder(root) / "rules").is_dir():
         raise LlmfixError(f"{root}: no rules/ folder here (run it in the repository root or pass --root)")
     rule, article = root / "rules" / f"{sid}.yaml", root / "kb" / f"{sid}.md"
     for path in (rule, article):
         if path.exists():
             raise LlmfixError(f"{path}: already exists")
     sections = "".join(f"## {s}\nTODO\n\n" for s in contracts.ARTICLE_SECTIONS)
-    article.parent.mkdir(exist_ok=True)
-    rule.write_text(RULE.format(sid=sid, prefix=sid.replace("-", "")), encoding="utf-8")
-    article.write_text(f"---\nid: {sid}\ntitle: TODO\n---\n{sections}", encoding="utf-8")
+    try:
+        article.parent.mkdir(exist_ok=True)
+        rule.write_text(RULE.format(sid=sid, prefix=sid.replace("-", "")), encoding="utf-8")
+        article.write_text(f"---\nid: {sid}\ntitle: TODO\n---\n{sections}", encoding="utf-8")
+    except OSError as err:
+        raise LlmfixError(f"{err.filename or root}: cannot write ({err.strerror or err})") from None
     return [rule, article]

@@ -42,7 +42,7 @@ FACT = {"type": (str, True, "bool, number, choice or text"), "description": (str
         "choices": (list, False, "a list of choices"), "unit": (str, False, "text"),
         "defined_when": (str, False, "an expression over facts"),
         "text": (list, False, "a list of text rules {words, regex, set, negated, trust}"),
-        "keys": (list, False, "a list of key rules {keys, set, values, negated}")}
+        "keys": (list, False, "a list of key rules {keys, set, values, negated, index, quoted, as_text}")}
 FINDING = {"title": (str, True, "a title"), "explanation": (str, True, "what it means")}
 TEXT_RULE = {"words": (list, False, "a list of phrases"), "regex": (list, False, "a list of regular expressions"),
              "set": ((str, int, float, bool), False, "the value a match sets"),
@@ -52,7 +52,9 @@ KEY_RULE = {"keys": (list, True, "a list of snake_case keys or flags"),
             "set": ((str, int, float, bool), False, "the value a true switch sets"),
             "values": (dict, False, "a mapping choice -> list of spellings"),
             "negated": ((str, int, float, bool), False, "the value a false switch sets"),
-            "index": ((int,), False, "the element of a list value to take")}
+            "index": ((int,), False, "the element of a list value to take"),
+            "quoted": ((bool,), False, "true: only the quoted JSON form in pasted text"),
+            "as_text": ((bool,), False, "true: a setting's value is read with the fact's text rules")}
 SIGNATURE = {"id": (str, True, "a snake_case signature id"), "title": (str, True, "a title"),
              "match": (list, False, "a list of literal substrings"),
              "regex": (list, False, "a list of regular expressions"),

@@ -41,7 +41,7 @@ SOURCE = "probe:config"
 PUBLISHES = (
     "model.hidden_size", "model.num_layers", "model.num_heads", "model.vocab_size",
     "model.max_positions", "model.hidden_depth_ratio", "model.params_estimate",
-    "model.initializer_range", "model.dtype", "model.norm_position", "model.attn_scaled",
+    "model.initializer_range", "model.pretrained_dtype", "model.norm_position", "model.attn_scaled",
     "model.qk_layernorm", "model.rope_scaling", "model.has_embed_layernorm", "model.eos_mismatch",
     "model.bos_mismatch", "model.pad_mismatch", "model.pad_is_eos", "model.embedding_rows",
     "model.tokenizer_size", "model.vocab_mismatch",
@@ -129,7 +129,7 @@ def probe_config(ckpt: Checkpoint, obs: Observations) -> None:
     _init_range(cfg, h, where, obs, ckpt.kind == "megatron-checkpoint")
     dtype = run_dtype(cfg, ckpt.extra)
     if dtype:
-        obs.fact("model.dtype", dtype, SOURCE, where)
+        obs.fact("model.pretrained_dtype", dtype, SOURCE, where)
         if dtype == "fp16":
             obs.find("config.fp16", "info", "the run is fp16: it needs dynamic loss scaling, and values above 65504 "
                      "overflow (BLOOM-176B moved to bf16)", where, dtype)

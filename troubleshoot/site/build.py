@@ -35,7 +35,8 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from .. import __version__
 from ..engine import State, rank
-from ..errors import LlmfixError
+from ..errors import ArtifactError, LlmfixError
+from ..files import readable_folder
 from ..knowledge.expr import Expr, ExprError, split_template
 from ..knowledge.model import Cause, Fix, KnowledgeBase
 from . import export
@@ -309,6 +310,11 @@ def _prepare(out: Path) -> None:
     """Refuse to write into a folder that holds anything but an earlier build; clear that build."""
     if out.exists() and not out.is_dir():
         raise SiteError(f"{out}: exists and is not a folder")
+    if out.is_dir():
+        try:
+            readable_folder(out)
+        except ArtifactError as err:
+            raise SiteError(str(err)) from None
     if out.is_dir() and any(out.iterdir()):
         if not (out / MARKER).is_file():
             raise SiteError(f"{out}: folder is not empty and holds no earlier llmfix site; "
@@ -355,7 +361,10 @@ def serve(kb: KnowledgeBase, port: int, directory: str | None = None) -> None:
             count = build(kb, root)
             click.echo(f"built {count} pages into a temporary folder", err=True)
         else:
-            root = Path(directory)
+            try:
+                root = readable_folder(directory)
+            except ArtifactError as err:
+                raise SiteError(str(err)) from None
             if not (root / "index.html").is_file():
                 raise SiteError(f"{root}: no index.html here; build one with: llmfix site build {root}")
         handler = functools.partial(_Quiet, directory=str(root))

@@ -17,9 +17,10 @@ from __future__ import annotations
 import ast
 import json
 import math
+import re
 from typing import Any
 
-from .. import engine, matcher
+from .. import engine, matcher, prose
 from ..engine import State, open_questions
 from ..knowledge.expr import CONSTANTS, FUNCTIONS, Expr, ExprError, dotted_name, split_template
 from ..knowledge.model import KnowledgeBase, Symptom
@@ -102,7 +103,8 @@ def search_index(kb: KnowledgeBase, urls: dict[str, str]) -> dict:
     ``urls`` maps symptom/cause/fix ids to site paths relative to the site root.
     """
     m = matcher.SymptomMatcher(kb)
-    consts = ("WORD_WEIGHT", "PHRASE_WEIGHT", "MIN_SCORE", "AMBIGUOUS_MARGIN", "TYPO_CUTOFF", "PASTED_DISCOUNT")
+    consts = ("WORD_WEIGHT", "PHRASE_WEIGHT", "MIN_SCORE", "AMBIGUOUS_MARGIN", "TYPO_CUTOFF", "PASTED_DISCOUNT",
+              "MAX_MATCH_CHARS")
     return {
         "consts": {**{name: getattr(matcher, name) for name in consts if hasattr(matcher, name)},
                    "word_mass_cap": m.word_mass_cap},
@@ -110,6 +112,7 @@ def search_index(kb: KnowledgeBase, urls: dict[str, str]) -> dict:
         "cjk_stopwords": sorted(set(matcher.CJK_STOP) | set(matcher.CJK_STOP_CHARS)),
         "vocab": m.vocab,
         "idf": [m.idf[t] for t in m.vocab],
+        "prose": prose_rules(),
         "entries": [{"id": e.id, "title": e.title, "url": urls.get(e.id, ""), "phrases": e.phrases,
                      "words": [[t, w] for t, w in e.words.items()]} for e in m.entries],
         # a second, looser list under the symptoms: causes and fixes by title words
@@ -118,6 +121,52 @@ def search_index(kb: KnowledgeBase, urls: dict[str, str]) -> dict:
                   + [{"id": f.id, "kind": "fix", "title": f.title, "url": urls.get(f.id, "")}
                      for f in kb.fixes.values()]),
     }
+
+
+def prose_rules() -> dict:
+    """``prose.rules()`` for the browser: a pasted report is cleaned exactly as `llmfix ask` cleans it."""
+    rules = prose.rules()
+    return {"headings": rules["headings"], "space": _spaces(0),
+            **{role: {name: js_regex(p) for name, p in rules[role].items()} for role in ("match", "search", "sub")}}
+
+
+_JS_FLAGS = ((re.IGNORECASE, "i"), (re.MULTILINE, "m"), (re.DOTALL, "s"))
+
+
+def _spaces(flags: int) -> str:
+    """Python's own ``\\s`` (str.isspace, or ASCII whitespace under re.ASCII) as the inside of a
+    JavaScript character class: a browser's ``\\s`` is another set (no U+001C-U+001F, U+0085)."""
+    space = re.compile(r"\s", flags & re.ASCII)
+    return "".join(f"\\u{c:04x}" for c in range(0x3001) if space.match(chr(c)))
+
+
+def js_regex(pattern: re.Pattern) -> list[str]:
+    """[source, flags] of a JavaScript RegExp matching what ``pattern`` matches: named groups as
+    ``(?<name>``, ``\\s`` / ``\\S`` spelled out as Python's set. ``\\w \\d \\b`` mean ASCII in
+    JavaScript, so a pattern using them must be re.ASCII (ExprError otherwise)."""
+    src, ascii_only = pattern.pattern, bool(pattern.flags & re.ASCII)
+    space, out, class_at, i = _spaces(pattern.flags), [], -1, 0
+    while i < len(src):
+        ch, esc = src[i], src[i:i + 2]
+        if ch == "\\" and esc in ("\\s", "\\S"):
+            if class_at >= 0 and esc == "\\S":
+                raise ExprError(f"{src!r}: \\S inside a character class")
+            out.append(space if class_at >= 0 else "[" + "^" * (esc == "\\S") + space + "]")
+        elif ch == "\\":
+            if esc[1:] and esc[1] in "wdbWDB" and not ascii_only:
+                raise ExprError(f"{src!r}: {esc} needs re.ASCII to mean the same in a browser")
+            out.append(esc)
+        else:
+            if ch == "[" and class_at < 0:
+                class_at = i
+            elif ch == "]" and class_at >= 0 and i > class_at + 1 + (src[class_at + 1] == "^"):
+                class_at = -1  # a ']' first in a class is a literal
+            out.append(ch)
+            i += 1
+            continue
+        i += 2
+    flags = "".join(js for flag, js in _JS_FLAGS if pattern.flags & flag)
+    return ["".join(out).replace("(?P<", "(?<"), flags]
 
 
 # --------------------------------------------------------------------------- symptoms

@@ -4,9 +4,10 @@ Settings come from the keyword arguments of the calls that configure training:
 ``TrainingArguments(learning_rate=2e-5, bf16=True)`` -> ``trainingarguments.learning_rate``,
 ``LoraConfig(r=8)`` -> ``loraconfig.r``, ``from_pretrained(..., torch_dtype=torch.float16)`` ->
 ``from_pretrained.torch_dtype = "torch.float16"``, ``AdamW(..., betas=(0.9, 0.95))``,
-``clip_grad_norm_(params, 1.0)``; and from dict literals assigned to a name ending in
-``config`` / ``args`` (a DeepSpeed config written inline). Besides settings, ``Pattern`` rows name
-code that is known to break training (probes/setup turns them into findings and facts):
+``clip_grad_norm_(params, 1.0)``, the model name of ``from_pretrained("Qwen/Qwen2-7B")``; and from
+dict literals assigned to a name ending in ``config`` / ``args`` (a DeepSpeed config written inline).
+Besides settings, ``Pattern`` rows name code that is known to break training (probes/setup turns
+them into findings and facts):
 ``model.half()``, ``tokenizer.pad_token = tokenizer.eos_token``, labels copied from input_ids
 with no -100 masking anywhere, masks filled with -1e9 / float('-inf') / finfo(float32).min,
 ``model.state_dict`` rebound to a ``get_peft_model_state_dict`` lambda (alpaca-lora's finetune.py),
@@ -26,7 +27,7 @@ CONFIG_CALLS = ("arguments", "args", "config", "configs")  # TrainingArguments, 
 CALLS = {"from_pretrained", "adam", "adamw", "adamw8bit", "pagedadamw", "pagedadamw8bit", "fusedadam", "lion", "sgd",
          "adafactor", "clip_grad_norm_", "get_linear_schedule_with_warmup", "get_cosine_schedule_with_warmup",
          "get_scheduler", "dict", "autocast", "gradscaler", "prepare_model_for_kbit_training", "initialize"}
-POSITIONAL = {"clip_grad_norm_": ("parameters", "max_norm"),
+POSITIONAL = {"clip_grad_norm_": ("parameters", "max_norm"), "from_pretrained": ("pretrained_model_name_or_path",),
               "get_linear_schedule_with_warmup": ("optimizer", "num_warmup_steps", "num_training_steps"),
               "get_cosine_schedule_with_warmup": ("optimizer", "num_warmup_steps", "num_training_steps")}
 # calls that are a setting by themselves

@@ -1,5 +1,6 @@
 """Facts that follow from several settings together: the kind of parallelism, the framework,
-and fp16 weights trained under fp16 AMP."""
+fp16 weights trained under fp16 AMP, and the precision of a run that sets none besides the
+dtype it loads the model in."""
 from __future__ import annotations
 
 from ...observations import Artifact, Observations
@@ -21,6 +22,10 @@ def derive(obs: Observations, source: str) -> None:
     if values.get("model.dtype") == "fp16" and values.get("train.precision") == "fp16" \
             and "fp16overflow.params_loaded_fp16" not in values:
         obs.fact("fp16overflow.params_loaded_fp16", True, source, "model loaded in fp16 and trained with fp16 AMP")
+    loaded = obs.facts.get("model.dtype")
+    if loaded is not None and "train.precision" not in values:  # no AMP setting: it computes in that dtype
+        obs.fact("train.precision", loaded.value, source, f"the model is loaded in {loaded.value} and no "
+                 f"mixed-precision setting is given: {loaded.span}", span=loaded.span, trust=loaded.trust)
 
 
 def framework_of(artifact: Artifact, rows: list) -> str | None:

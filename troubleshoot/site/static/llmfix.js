@@ -4,6 +4,8 @@
  * exported by troubleshoot/site/export.py from the loaded knowledge and a live SymptomMatcher);
  * this file only repeats the arithmetic of
  *   troubleshoot/matcher.py   tokens(), idf-weighted words, rapidfuzz ratio/token_set_ratio;
+ *   troubleshoot/prose.py     prose(): a pasted report without template text (its expressions
+ *                             and headings are data: prose.rules(), exported by the build);
  *   troubleshoot/engine.py    score_cause(), status_of(), rank(), open_questions();
  *   knowledge/expr.py         the whitelisted expression interpreter and render_template(),
  * with Python's semantics (int/float/bool/str/None values, chained comparisons, short-circuit
@@ -49,6 +51,61 @@
       }
     });
     return out;
+  }
+
+  // ------------------------------------------------------------------ prose.py: what a report says
+  // prose()'s steps; what they remove (headings, expressions) is prose.rules() in the data.
+  var LINE_BREAK = /\r\n|[\n\v\f\r\x1c-\x1e\x85\u2028\u2029]/;   // str.splitlines()
+
+  function Prose(rules) {
+    var self = this;
+    this.headings = new Set(rules.headings);
+    this.space = new RegExp("^[" + rules.space + "]+|[" + rules.space + "]+$", "g");   // str.strip()
+    this.match = {}; this.search = {}; this.sub = {};
+    Object.keys(rules.match).forEach(function (k) {      // re.match: anchored at the start
+      self.match[k] = new RegExp("^(?:" + rules.match[k][0] + ")", rules.match[k][1]);
+    });
+    Object.keys(rules.search).forEach(function (k) { self.search[k] = new RegExp(rules.search[k][0], rules.search[k][1]); });
+    Object.keys(rules.sub).forEach(function (k) { self.sub[k] = new RegExp(rules.sub[k][0], rules.sub[k][1] + "g"); });
+  }
+
+  Prose.prototype.strip = function (text) { return text.replace(this.space, ""); };
+
+  Prose.prototype.clean = function (text) {           // prose.prose()
+    var self = this, lines = String(text).split(LINE_BREAK);
+    if (lines[lines.length - 1] === "") lines.pop();
+    var out = lines.filter(function (line) { return !self.templateLine(line); }).join("\n");
+    out = out.replace(this.sub.prompts, " ").replace(this.sub.url, function (url) { return self.repository(url); });
+    out = out.replace(this.sub.path, function (path) { return self.fileName(path); });
+    return out.replace(this.sub.hash, " ").replace(this.sub.version, " ");
+  };
+
+  Prose.prototype.repository = function (url) {       // prose._repository
+    var repo = this.search.repo_url.exec(url);
+    return repo ? " " + repo.groups.repo.split(".").join(" ") + " " : " ";
+  };
+
+  Prose.prototype.fileName = function (path) {         // prose._file_name
+    var parts = path.split(/[\/\\]/), name = parts[parts.length - 1], dot = name.lastIndexOf(".");
+    return dot >= 0 ? " " + name.slice(0, dot) + " " : " ";
+  };
+
+  Prose.prototype.templateLine = function (line) {     // prose._template_line
+    var self = this;
+    if (this.match.checkbox.test(line)) return true;
+    var heading = line.replace(this.sub.heading_marks, "").toLowerCase().replace(/？/g, "?");
+    if (heading && heading.split("/").every(function (part) { return self.headings.has(self.strip(part)); })) return true;
+    var env = this.match.env_line.exec(line);
+    if (!env) return false;
+    var key = this.strip(env.groups.key).toLowerCase(), value = this.strip(line.slice(env[0].length));
+    return this.search.env_keys.test(key) || (this.match.package_version.test(value) && !this.search.metric.test(key));
+  };
+
+  function bounded(query, limit) {                     // matcher.bounded, counted in code points
+    if (query.length <= limit) return query;
+    var chars = Array.from(query), half = Math.floor(limit / 2);
+    if (chars.length <= limit) return query;
+    return chars.slice(0, half).join("") + "\n...\n" + chars.slice(chars.length - half).join("");
   }
 
   // ------------------------------------------------------------------ rapidfuzz
@@ -190,7 +247,12 @@
       return { id: e.id, title: e.title, url: e.url, phrases: e.phrases, words: new Map(e.words) };
     });
     this.items = index.items || [];
+    this.prose = new Prose(index.prose);
   }
+
+  // What a pasted report says (matcher.match_report): the search box scores this, like `llmfix ask`.
+  Matcher.prototype.clean = function (report) { return this.prose.clean(bounded(report, this.c.MAX_MATCH_CHARS)); };
+  Matcher.prototype.matchReport = function (report) { return this.match(this.clean(report)); };
 
   Matcher.prototype.tokens = function (text) { return tokens(text, this.stop, this.cjkStop); };
 
@@ -236,6 +298,7 @@
   };
 
   Matcher.prototype.match = function (query) {
+    query = bounded(query, this.c.MAX_MATCH_CHARS);
     var norm = normalize(query), known = this.known(this.tokens(query)), self = this;
     var total = 0;
     known.forEach(function (t) { total += self.idf.get(t); });
@@ -807,8 +870,8 @@
 
   var api = {
     normalize: normalize, tokens: tokens, stem: stem, lcs: lcs, ratio: ratio, tokenSortRatio: tokenSortRatio,
-    partialRatio: partialRatio,
-    Matcher: Matcher, V: V, evaluate: evaluate, truthy: truthy, Unknown: Unknown, ExprError: ExprError,
+    partialRatio: partialRatio, bounded: bounded,
+    Matcher: Matcher, Prose: Prose, V: V, evaluate: evaluate, truthy: truthy, Unknown: Unknown, ExprError: ExprError,
     pyFormat: pyFormat, pyStr: pyStr, floatRepr: floatRepr, computeSlot: computeSlot, placeholder: placeholder,
     scoreCause: scoreCause, statusOf: statusOf, rank: rank, openQuestions: openQuestions, parseAnswer: parseAnswer
   };

@@ -49,6 +49,7 @@
   // ------------------------------------------------------------------ search
   // An ARIA 1.2 combobox: focus stays in the input, arrow keys move aria-activedescendant over the
   // options, Enter opens the active option (or the first), Escape closes the list, then clears it.
+  // A paste is scored on what it says, without issue-template text, as `llmfix ask` scores it.
   // Strong hits are the ones `llmfix ask` would offer (matcher.pick: close to the best); the other
   // matches above MIN_SCORE are listed apart, as weaker.
 
@@ -56,7 +57,17 @@
     var form = document.getElementById("search-form"), input = document.getElementById("search");
     var box = document.getElementById("search-results");
     if (!form || !input || !box || !window.LLMFIX_SEARCH) return;
-    var matcher = new L.Matcher(window.LLMFIX_SEARCH), timer = null, active = -1;
+    var matcher = new L.Matcher(window.LLMFIX_SEARCH), timer = null, active = -1, pasted = null;
+
+    // An <input> holds one line, but template headings and environment lines are lines: a
+    // multi-line paste (an issue report) is shown on one line (a space per line-break character,
+    // so positions agree) and scored as pasted, until edited.
+    function setQuery(text) {
+      input.value = text.replace(/[\r\n]/g, " ");
+      pasted = input.value === text ? null : { text: text, shown: input.value };
+    }
+
+    function query() { return pasted && pasted.shown === input.value ? pasted.text : input.value; }
 
     function options() { return Array.prototype.slice.call(box.querySelectorAll("[role=option]")); }
 
@@ -92,10 +103,10 @@
     }
 
     function render() {
-      var q = input.value;
+      var q = query();
       box.textContent = "";
       if (!q.trim()) { setOpen(false); return; }
-      var matches = matcher.match(q), strong = matcher.pick(matches).close;
+      var text = matcher.clean(q), matches = matcher.match(text), strong = matcher.pick(matches).close;
       var weak = matches.filter(function (m) { return m.score >= matcher.c.MIN_SCORE && strong.indexOf(m) < 0; })
         .slice(0, Math.max(0, 6 - strong.length));
       function meta(m) { return "match " + m.score.toFixed(2) + (m.alias ? " · “" + m.alias + "”" : ""); }
@@ -109,7 +120,7 @@
         var g2 = group("Weaker matches", "res-h-weak");
         weak.forEach(function (m) { option(g2, "hit-weak", root + m.url, m.id, m.title, "weak " + meta(m)); });
       }
-      var related = matcher.related(q, 5);
+      var related = matcher.related(text, 5);
       if (related.length) {
         var g3 = group("Causes and fixes", "res-h-items");
         related.forEach(function (r) { option(g3, "hit-item", root + r.item.url, r.item.id, r.item.title, r.item.kind + " · " + r.item.id); });
@@ -127,6 +138,14 @@
     input.addEventListener("input", function () {
       clearTimeout(timer);
       timer = setTimeout(render, input.value.length > 200 ? 350 : 60);
+    });
+    input.addEventListener("paste", function (ev) {
+      var text = ev.clipboardData ? ev.clipboardData.getData("text/plain") : "";
+      if (!/[\r\n]/.test(text)) return;          // one line: the input takes it as it is
+      ev.preventDefault();
+      var v = query();
+      setQuery(v.slice(0, input.selectionStart) + text + v.slice(input.selectionEnd));
+      input.dispatchEvent(new Event("input"));
     });
     input.addEventListener("focus", function () { if (input.value.trim() && box.hidden) render(); });
     form.addEventListener("submit", function (ev) {
@@ -155,7 +174,7 @@
     box.addEventListener("mousedown", function (ev) { ev.preventDefault(); });   // keep focus in the input
     document.addEventListener("click", function (ev) { if (!form.contains(ev.target)) setOpen(false); });
     var q = new URLSearchParams(window.location.search).get("q");
-    if (q) { input.value = q; render(); }
+    if (q) { setQuery(q); render(); }
   }
 
   // ------------------------------------------------------------------ computed numbers
