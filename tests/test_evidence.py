@@ -507,6 +507,8 @@ BF16_NAMES = [
     ("用 Qwen1.5-7B-Chat 做 LoRA 微调", "Qwen1.5"),
     ("fine-tuning mt5-base for summarization", "mt5"),
     ("mistralai/Mistral-7B-v0.1 with model.half()", "Mistral"),
+    ("Loss nan while fine tuning Falcon7b with the default settings", "Falcon7b"),
+    ("base_model: tiiuae/falcon-40b", "falcon-40b"),
 ]
 NOT_BF16_NAMES = [
     "fine-tuning gpt2 with fp16=True",                  # GPT-2 was released in fp32
@@ -515,6 +517,7 @@ NOT_BF16_NAMES = [
     "TinyLlama/TinyLlama-1.1B --fp16",
     "I'm not using Qwen2, it's gpt2 with fp16",         # a negated name sets nothing
     "没有用gemma，用的是opt-1.3b",
+    "the falconry dataset",
 ]
 
 
