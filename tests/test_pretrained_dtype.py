@@ -74,7 +74,7 @@ def test_a_fp16_released_checkpoint_run_in_fp16_is_not_that_fault(tmp_path):
     assert diag["causes"][0]["id"] != FP16_ON_BF16
     cause = next(c for c in diag["causes"] if c["id"] == FP16_ON_BF16)
     released = [e for e in cause["evidence"] if e["fact"] == "model.pretrained_dtype"]
-    assert released and all(e["value"] == "fp16" and not e["holds"] and e["factor"] == 1 for e in released)
+    assert released and all(e["value"] == "fp16" and not e["holds"] and e["factor"] < 1 for e in released)
     assert cause["score"] < 0.25
 
 
