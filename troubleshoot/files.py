@@ -16,14 +16,19 @@ from typing import BinaryIO
 from .errors import ArtifactError
 
 
-def regular_file(path: str | Path) -> os.stat_result:
-    """``stat`` of a regular file, or ArtifactError saying what the path is instead."""
+def _stat(path: str | Path, missing: str) -> os.stat_result:
+    """``os.stat``, or ArtifactError with ``missing`` or the reason it cannot be read."""
     try:
-        st = os.stat(path)
+        return os.stat(path)
     except FileNotFoundError:
-        raise ArtifactError(path, "no such file (or a dangling symlink)") from None
+        raise ArtifactError(path, missing) from None
     except OSError as err:
         raise ArtifactError(path, f"cannot read: {err.strerror or err}") from None
+
+
+def regular_file(path: str | Path) -> os.stat_result:
+    """``stat`` of a regular file, or ArtifactError saying what the path is instead."""
+    st = _stat(path, "no such file (or a dangling symlink)")
     if stat.S_ISDIR(st.st_mode):
         raise ArtifactError(path, "is a directory, expected a file")
     if not stat.S_ISREG(st.st_mode):
@@ -34,13 +39,7 @@ def regular_file(path: str | Path) -> os.stat_result:
 def readable_folder(path: str | Path) -> Path:
     """``path`` as a folder whose entries can be listed, or ArtifactError saying what it is instead
     (a command given a folder answers one line, never click's usage text or a traceback)."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        raise ArtifactError(path, "no such folder") from None
-    except OSError as err:
-        raise ArtifactError(path, f"cannot read: {err.strerror or err}") from None
-    if not stat.S_ISDIR(st.st_mode):
+    if not stat.S_ISDIR(_stat(path, "no such folder").st_mode):
         raise ArtifactError(path, "not a folder")
     try:
         with os.scandir(path):
