@@ -25,7 +25,8 @@ _SOURCES = {
         r"[.;,!?\n。；，！？:：]|\b(?:but|however|because|cuz|coz|since|although|though|whereas|while|"
         r"which|that|why|when|whenever|if|whether|unless|until|otherwise|due\s{1,3}to)\b"
         r"|(?<!not\s)(?<!n't\s)(?<!or\s)(?<!and\s)\bso\b"
-        r"|\b(?:as|and)\s{1,3}(?=(?:it|we|i|they|he|she|you|there|the\s{1,3}[\w-]{1,20}(?:\s{1,3}[\w-]{1,20})?\s{1,3}(?:is|was|are|were|has|had|keeps?))\b)"
+        r"|\b(?:as|and)\s{1,3}(?=(?:it|we|i|they|he|she|you|there"
+        r"|the\s{1,3}[\w-]{1,20}(?:\s{1,3}[\w-]{1,20})?\s{1,3}(?:is|was|are|were|has|had|keeps?))\b)"
         r"|因为|由于|所以|因此|于是|但是|但|而|不过|可是|然而|虽然|尽管|如果|要是|结果|导致", re.IGNORECASE),
     "english": (
         r"(?<![A-Za-z])(?:not|no|never|without|w/o|disabled?|disabling|turn(?:ed)?\s{1,3}off|instead\s{1,3}of|"
