@@ -68,7 +68,7 @@ NOT_FIRST = [
     ("CUDA out of memory during training with batch size 64 and seq len 4096", "system-failure.train-oom",
      "system-failure.gc-not-implemented"),
     ("trainable params: 0 || all params: 6738415616 || trainable%: 0.0 when I start LoRA training, the loss does "
-     "not move", "no-grad-flow.frozen-params", "no-grad-flow.counted-at-inference"),
+     "not move", "no-grad-flow.lora-no-trainable", "no-grad-flow.counted-at-inference"),
     ("PPO reward keeps increasing but the answers get longer and worse when I read them",
      "preference-divergence.reward-hacking", "preference-divergence.reward-sign-inverted"),
 ]

@@ -88,7 +88,7 @@ def test_a_probe_report_has_no_words(kb):
 
 
 def test_the_shown_score_includes_the_factor_and_why_says_so():
-    data = ask("model never stops generating because pad_token = eos_token masks the eos label")
+    data = ask("model never stops generating, I set pad_token = eos_token in the collator")
     cause = next(c for c in data["causes"] if words_line(c))
     line = words_line(cause)
     assert "text.words" in cause["why"]

@@ -2,9 +2,11 @@
 "没有用fp16", "--no-fp16", "fp16: false", "switched from fp16 to bf16".
 
 A negated match never sets a fact positively: it sets the rule's ``negated`` value or nothing.
-The look-back stays inside the clause (it stops at . ; , ! ? and their Chinese forms, at a
-newline, and at "but" / "但"), over at most ENGLISH_WINDOW characters for English negators and
-CHINESE_WINDOW for Chinese ones, which sit right before what they negate ("没有用fp16", "不开bf16").
+The look-back stays inside the clause (it stops at . ; , : ! ? and their Chinese forms, at a
+newline, and at a conjunction that opens a clause: "because", "since", "but", "which", "因为",
+"所以", "但", "而" ...: "does not stop because eos is ..." leaves the eos alone), over at most
+ENGLISH_WINDOW characters for English negators and CHINESE_WINDOW for Chinese ones, which sit
+right before what they negate ("没有用fp16", "不开bf16").
 """
 from __future__ import annotations
 
@@ -12,11 +14,20 @@ import re
 from functools import cache
 
 ENGLISH_WINDOW, CHINESE_WINDOW = 40, 5
+LOOK_AHEAD = 48  # enough for "as the eos token is"
 
 
 # Each expression needs at least one character, so an empty window is never searched.
 _SOURCES = {
-    "clause_end": (r"[.;,!?\n。；，！？:]|\bbut\b|\bhowever\b|但|可是|不过", 0),
+    # a new clause: punctuation, or a conjunction that starts one ("does not stop because eos ...",
+    # "不停止因为eos ..."); "as" and "and" only before a subject, "so" not after a negator ("not so")
+    "clause_end": (
+        r"[.;,!?\n。；，！？:：]|\b(?:but|however|because|cuz|coz|since|although|though|whereas|while|"
+        r"which|that|why|when|whenever|if|whether|unless|until|otherwise|due\s{1,3}to)\b"
+        r"|(?<!not\s)(?<!n't\s)(?<!or\s)(?<!and\s)\bso\b"
+        r"|\b(?:as|and)\s{1,3}(?=(?:it|we|i|they|he|she|you|there"
+        r"|the\s{1,3}[\w-]{1,20}(?:\s{1,3}[\w-]{1,20})?\s{1,3}(?:is|was|are|were|has|had|keeps?))\b)"
+        r"|因为|由于|所以|因此|于是|但是|但|而|不过|可是|然而|虽然|尽管|如果|要是|结果|导致", re.IGNORECASE),
     "english": (
         r"(?<![A-Za-z])(?:not|no|never|without|w/o|disabled?|disabling|turn(?:ed)?\s{1,3}off|instead\s{1,3}of|"
         r"rather\s{1,3}than|switch(?:ed|ing)?\s{1,3}(?:away\s{1,3})?from|moved?\s{1,3}from|changed?\s{1,3}from|"
@@ -58,7 +69,9 @@ def _negator_applies(negators: str, before: str) -> bool:
 
 
 def _clause_before(text: str, start: int) -> str:
-    """The part of the clause before ``start`` (at most ENGLISH_WINDOW characters)."""
-    window = text[max(0, start - ENGLISH_WINDOW):start]
-    last = next(reversed(list(_rx("clause_end").finditer(window))), None) if window else None
-    return window[last.end():] if last else window
+    """The part of the clause before ``start`` (at most ENGLISH_WINDOW characters). A boundary
+    may look past ``start`` ("as the eos token is ..."), so the search reads a little beyond it."""
+    low = max(0, start - ENGLISH_WINDOW)
+    ends = [m.end() for m in _rx("clause_end").finditer(text, low, min(len(text), start + LOOK_AHEAD))
+            if m.end() <= start]
+    return text[ends[-1] if ends else low:start]
