@@ -139,6 +139,8 @@ VALUES = [
     ("eos和pad token id 一样，是不是改错了", {"model.pad_is_eos": True}),
     ("pad和eos不一样", {"model.pad_is_eos": None}),
     ("DPO训练时，nll_loss一直为nan", {"logs.nan": True}),
+    ("训练时loss没有出现nan，但是一直不下降", {"logs.nan": None}),
+    ("loss训练到一半变成nan", {"logs.nan": True}),
     ("{'eval_loss': nan, 'eval_runtime': 12.1}", {"logs.nan": True}),
     ("{'eval_loss': 1.52, 'eval_runtime': 12.1}", {"logs.nan": None}),
     ('model = AutoModelForCausalLM.from_pretrained("bigscience/bloom-1b1", load_in_8bit=True)  # training', {"logs.oom_phase": None}),
