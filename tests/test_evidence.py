@@ -140,6 +140,8 @@ VALUES = [
     ("pad和eos不一样", {"model.pad_is_eos": None}),
     ("DPO训练时，nll_loss一直为nan", {"logs.nan": True}),
     ("训练时loss没有出现nan，但是一直不下降", {"logs.nan": None}),
+    ("get_peft_model, then trainable params: 0, loss does not go down", {"grads.trainable_fraction": 0}),
+    ("trainable params: 4,194,304 || all params: 6,742,609,920 || trainable%: 0.0622", {"grads.trainable_fraction": None}),
     ("loss训练到一半变成nan", {"logs.nan": True}),
     ("{'eval_loss': nan, 'eval_runtime': 12.1}", {"logs.nan": True}),
     ("{'eval_loss': 1.52, 'eval_runtime': 12.1}", {"logs.nan": None}),
