@@ -599,3 +599,61 @@ def test_ten_megabyte_paste(kb):
     ex = extract(kb, text)
     assert [s.signature.id for s in ex.signatures] == ["ddp_variable_ready_twice"]
     assert ex.signatures[0].line == text.count("\n")
+
+
+# How users describe the faults of the remaining symptoms (issue 13, second knowledge round):
+# preference tuning, eval OOM, forgetting, MoE routing, tensor parallelism and conversion, long context.
+FAULTS_ROUND_TWO = [
+    ("during DPO both chosen and rejected rewards keep decreasing", {"logs.pref.rewards_both_falling": True}),
+    ("the chosen and rejected rewards are both negative and decreasing", {"logs.pref.rewards_both_falling": True}),
+    ("DPO训练，chosen_reward和rejected_reward都是负数，而且随着训练越来越小", {"logs.pref.rewards_both_falling": True}),
+    ("chosen和rejected的奖励均为负数并且不断下降", {"logs.pref.rewards_both_falling": True}),
+    ("rewards/chosen goes up while rewards/rejected falls, margins grow", {"logs.pref.rewards_both_falling": None}),
+    ("the chosen and rejected rewards are not both decreasing, only the rejected one", {"logs.pref.rewards_both_falling": None}),
+    ("GRPO: after 200 steps the KL keeps increasing and the reward collapses", {"logs.pref.kl_exploding": True}),
+    ("kl_loss explodes around step 300", {"logs.pref.kl_exploding": True}),
+    ("训练到200个step左右KL散度变得特别高", {"logs.pref.kl_exploding": True}),
+    ("the KL does not explode, it stays around 0.05", {"logs.pref.kl_exploding": None}),
+    ("{'loss': 0.6931, 'learning_rate': 5e-07, 'rewards/chosen': 0.0, 'rewards/rejected': 0.0, 'rewards/accuracies': 0.0}",
+     {"logs.pref.loss_stuck": True}),
+    ("{'loss': 0.6931, 'learning_rate': 5e-07, 'rewards/chosen': 0.0123, 'rewards/rejected': -0.004}",
+     {"logs.pref.loss_stuck": None}),
+    ("the Trainer accumulates all the logits of the eval set on the GPU", {"evaloom.accumulates_logits": True}),
+    ("preds_host = logits if preds_host is None else nested_concat(preds_host, logits)", {"evaloom.accumulates_logits": True}),
+    ("trainer.py 会累积所有的logits导致评估时OOM", {"evaloom.accumulates_logits": True}),
+    ("I fine-tuned on a vertical domain dataset of 700 images", {"forgetting.large_shift": True}),
+    ("用垂直领域数据全参数微调后通用能力没了", {"forgetting.large_shift": True}),
+    ("it is not a narrow domain, the data is general chat", {"forgetting.large_shift": None}),
+    ("default config, ziya-llama, 10k samples, 3 epochs", {"forgetting.epochs": 3}),
+    ("训练了5个epoch之后通用能力下降", {"forgetting.epochs": 5}),
+    ("the aux loss is always 1.0 whatever the routing does", {"moe.aux_loss_constant": True}),
+    ("load balancing loss never changes during training", {"moe.aux_loss_constant": True}),
+    ("负载均衡的aux loss一直不变", {"moe.aux_loss_constant": True}),
+    ("the aux loss is not constant, it falls from 3 to 1.1", {"moe.aux_loss_constant": None}),
+    ("some experts never get any tokens after 2k steps", {"moe.dead_experts": 1}),
+    ("有些专家从来没被选中", {"moe.dead_experts": 1}),
+    ("no dead experts, every expert gets tokens", {"moe.dead_experts": None}),
+    ("the generations become gibberish after converting to huggingface format", {"tp.converted_checkpoint": True}),
+    ("python tools/convert_to_hf.py --input_dir ckpt/global_step1000", {"tp.converted_checkpoint": True}),
+    ("megatron模型转换成hf格式后输出乱码", {"tp.converted_checkpoint": True}),
+    ("with model-parallel-size 1 the output is normal, but with model-parallel-size 2 it is random",
+     {"tp.diverges_only_with_tp": True}),
+    ("the loss is wrong only happens with tp=2", {"tp.diverges_only_with_tp": True}),
+    ("it does not work even with tp=1, and with tp=2 it fails too", {"tp.diverges_only_with_tp": None}),
+    ("the output is gibberish beyond 4096 tokens", {"posenc.fails_past_trained": True}),
+    ("answers degrade past the trained context length", {"posenc.fails_past_trained": True}),
+    ("超过4k后输出乱码", {"posenc.fails_past_trained": True}),
+    ("the output is fine beyond 4096 tokens, no gibberish", {"posenc.fails_past_trained": None}),
+    ("--rope_scaling linear --cutoff_len 16384", {"model.rope_scaling": True}),
+    ('"rope_scaling": {"type": "yarn", "factor": 4.0}', {"model.rope_scaling": True}),
+    ('"rope_scaling": null', {"model.rope_scaling": None}),
+    ("without rope scaling the model only handles 4k", {"model.rope_scaling": None}),
+    ("after resuming training from checkpoint-2000 the loss jumped", {"lossspike.after_resume": True}),
+    ("加载checkpoint继续训练后loss突然变大", {"lossspike.after_resume": True}),
+]
+
+
+@pytest.mark.parametrize("text,expected", FAULTS_ROUND_TWO)
+def test_round_two_fault_phrases(kb, text, expected):
+    got = facts(kb, text)
+    assert {k: got.get(k) for k in expected} == expected
