@@ -40,6 +40,20 @@ CASES = [
      "zero-loss.attention-kernel"),
     ("fine-tuned qwen2 with llama-factory and converted it with convert_hf_to_gguf.py; in ollama it answers nonsense "
      "while vllm is fine. The Modelfile only has FROM ./model.gguf", "save-export.serving-template-missing"),
+    # second knowledge round: the remaining symptoms, as tracker threads describe their common causes
+    ("llava lora finetune, learning_rate 2e-4: {'loss': 0.83} for 2000 steps, then the loss suddenly jumped to 6.6",
+     "loss-spike.lr-too-high"),
+    ("全参数微调 qwen，学习率 1e-4，训练到一半loss突然从1.2涨到8", "loss-spike.lr-too-high"),
+    ("DPO with LLaMA-Factory: rewards/chosen and rewards/rejected are both negative and both keep decreasing",
+     "preference-divergence.likelihood-displacement"),
+    ("Trainer evaluate OOM: the logits of every eval batch are accumulated on the GPU (preds_host), training itself fits",
+     "eval-oom.logits-accumulated"),
+    ("MoE pretraining with megatron: the load balancing loss is always 1.0 and some experts never get any tokens",
+     "moe-routing.aux-loss-broken"),
+    ("batch inference with left padding: the shorter prompts produce garbage, one at a time the answers are fine",
+     "mask-error.position-ids"),
+    ("trained with --rope_scaling linear to 32k, the merged model outputs gibberish beyond 8k tokens in vllm",
+     "position-encoding.rope-base-mismatch"),
 ]
 
 
