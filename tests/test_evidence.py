@@ -655,6 +655,12 @@ FAULTS_ROUND_TWO = [
     ("in training the attention_mask is ignored and only the loss skips the padding", {"mask.passed_to_model": False}),
     ("模型在前向传播过程中没有设置attention mask，只在计算loss的时候忽略padding", {"mask.passed_to_model": False}),
     ("the attention_mask is passed to the model and the padding is masked", {"mask.passed_to_model": None}),
+    ("python finetune.py --base_model llama-7b --group_by_length --micro_batch_size 8", {"lossspike.length_grouped": True}),
+    ("group_by_length: false", {"lossspike.length_grouped": False}),
+    ("使用LengthGroupedSampler时loss曲线会周期性振荡", {"lossspike.length_grouped": True, "lossspike.periodic": True}),
+    ("the training loss seems to oscillate in a fixed period", {"lossspike.periodic": True}),
+    ("a sawtooth shape in the loss on alpaca data", {"lossspike.periodic": True}),
+    ("the loss has no periodic spikes, just one jump at step 7000", {"lossspike.periodic": None}),
 ]
 
 
