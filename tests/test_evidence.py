@@ -661,6 +661,15 @@ FAULTS_ROUND_TWO = [
     ("the training loss seems to oscillate in a fixed period", {"lossspike.periodic": True}),
     ("a sawtooth shape in the loss on alpaca data", {"lossspike.periodic": True}),
     ("the loss has no periodic spikes, just one jump at step 7000", {"lossspike.periodic": None}),
+    ("after fine-tuning the model prints a literal \\n instead of new lines", {"artifacts.outputs_escape_chars": True}),
+    ("the answers are full of &amp; and &quot; after sft", {"artifacts.outputs_escape_chars": True}),
+    ("微调后输出里全是\\n和转义字符", {"artifacts.outputs_escape_chars": True}),
+    ("the output has no literal \\n anymore after the fix", {"artifacts.outputs_escape_chars": None}),
+    ("the responses contain lots of html tags and navigation links", {"artifacts.outputs_markup": True}),
+    ("模型的回答里有很多html标签", {"artifacts.outputs_markup": True}),
+    ("my eval score is suspiciously high, the test questions are also in the training data", {"artifacts.eval_overlap": True}),
+    ("测试集的数据混进了训练集", {"artifacts.eval_overlap": True}),
+    ("there is no data contamination, I deduplicated against the benchmark", {"artifacts.eval_overlap": None}),
 ]
 
 
