@@ -670,6 +670,10 @@ FAULTS_ROUND_TWO = [
     ("my eval score is suspiciously high, the test questions are also in the training data", {"artifacts.eval_overlap": True}),
     ("测试集的数据混进了训练集", {"artifacts.eval_overlap": True}),
     ("there is no data contamination, I deduplicated against the benchmark", {"artifacts.eval_overlap": None}),
+    ("training from scratch, the initial loss is 45", {"logs.initial_loss": 45}),
+    ("the loss starts at 11.2 and goes down to 3", {"logs.initial_loss": 11.2}),
+    ("从头预训练，初始loss是52", {"logs.initial_loss": 52}),
+    ("the final loss is 2.1", {"logs.initial_loss": None}),
 ]
 
 

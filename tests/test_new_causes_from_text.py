@@ -57,6 +57,11 @@ CASES = [
     ("alpaca-lora finetune with --group_by_length --micro_batch_size 8: the training loss oscillates in a fixed period, "
      "is this normal?", "loss-spike.length-grouped-batches"),
     ("xtuner SFT 用 LengthGroupedSampler 时 loss 曲线周期性振荡，换 DefaultSampler 就没有", "loss-spike.length-grouped-batches"),
+    ("my eval accuracy is suspiciously high; the benchmark questions are also in the training data",
+     "data-artifacts.eval-contamination"),
+    ("after sft the model prints a literal \\n instead of line breaks in every answer", "data-artifacts.escape-characters"),
+    ("pretraining a 1B model from scratch with vocab_size 32000 and initializer_range 1.0: the initial loss is 45",
+     "bad-init.std-too-large"),
 ]
 
 
