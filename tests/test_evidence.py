@@ -674,6 +674,11 @@ FAULTS_ROUND_TWO = [
     ("the loss starts at 11.2 and goes down to 3", {"logs.initial_loss": 11.2}),
     ("从头预训练，初始loss是52", {"logs.initial_loss": 52}),
     ("the final loss is 2.1", {"logs.initial_loss": None}),
+    ("after converting nemo to hf the embed_tokens shape changed from 128256 to 128000", {"tp.vocab_padding_differs": True}),
+    ("the vocab is padded to a multiple of 128 in Megatron", {"tp.vocab_padding_differs": True}),
+    ("RuntimeError: Error(s) in loading state_dict for GPTNeoXForCausalLM:\n\tsize mismatch for gpt_neox.embed_in.weight: "
+     "copying a param with shape torch.Size([50304, 2048]) from checkpoint, the shape in current model is torch.Size([50277, 2048]).\n"
+     "trained with --make-vocab-size-divisible-by 128", {"tp.vocab_padding_differs": True, "export.resized_embeddings": True}),
 ]
 
 
