@@ -603,3 +603,90 @@ def test_ten_megabyte_paste(kb):
     ex = extract(kb, text)
     assert [s.signature.id for s in ex.signatures] == ["ddp_variable_ready_twice"]
     assert ex.signatures[0].line == text.count("\n")
+
+
+# How users describe the faults of the remaining symptoms (issue 13, second knowledge round):
+# preference tuning, eval OOM, forgetting, MoE routing, tensor parallelism and conversion, long context.
+FAULTS_ROUND_TWO = [
+    ("during DPO both chosen and rejected rewards keep decreasing", {"logs.pref.rewards_both_falling": True}),
+    ("the chosen and rejected rewards are both negative and decreasing", {"logs.pref.rewards_both_falling": True}),
+    ("DPO训练，chosen_reward和rejected_reward都是负数，而且随着训练越来越小", {"logs.pref.rewards_both_falling": True}),
+    ("chosen和rejected的奖励均为负数并且不断下降", {"logs.pref.rewards_both_falling": True}),
+    ("rewards/chosen goes up while rewards/rejected falls, margins grow", {"logs.pref.rewards_both_falling": None}),
+    ("the chosen and rejected rewards are not both decreasing, only the rejected one", {"logs.pref.rewards_both_falling": None}),
+    ("GRPO: after 200 steps the KL keeps increasing and the reward collapses", {"logs.pref.kl_exploding": True}),
+    ("kl_loss explodes around step 300", {"logs.pref.kl_exploding": True}),
+    ("训练到200个step左右KL散度变得特别高", {"logs.pref.kl_exploding": True}),
+    ("the KL does not explode, it stays around 0.05", {"logs.pref.kl_exploding": None}),
+    ("{'loss': 0.6931, 'learning_rate': 5e-07, 'rewards/chosen': 0.0, 'rewards/rejected': 0.0, 'rewards/accuracies': 0.0}",
+     {"logs.pref.loss_stuck": True}),
+    ("{'loss': 0.6931, 'learning_rate': 5e-07, 'rewards/chosen': 0.0123, 'rewards/rejected': -0.004}",
+     {"logs.pref.loss_stuck": None}),
+    ("the Trainer accumulates all the logits of the eval set on the GPU", {"evaloom.accumulates_logits": True}),
+    ("preds_host = logits if preds_host is None else nested_concat(preds_host, logits)", {"evaloom.accumulates_logits": True}),
+    ("trainer.py 会累积所有的logits导致评估时OOM", {"evaloom.accumulates_logits": True}),
+    ("default config, ziya-llama, 10k samples, 3 epochs", {"forgetting.epochs": 3}),
+    ("训练了5个epoch之后通用能力下降", {"forgetting.epochs": 5}),
+    ("the aux loss is always 1.0 whatever the routing does", {"moe.aux_loss_constant": True}),
+    ("load balancing loss never changes during training", {"moe.aux_loss_constant": True}),
+    ("负载均衡的aux loss一直不变", {"moe.aux_loss_constant": True}),
+    ("the aux loss is not constant, it falls from 3 to 1.1", {"moe.aux_loss_constant": None}),
+    ("some experts never get any tokens after 2k steps", {"moe.dead_experts": 1}),
+    ("有些专家从来没被选中", {"moe.dead_experts": 1}),
+    ("no dead experts, every expert gets tokens", {"moe.dead_experts": None}),
+    ("the generations become gibberish after converting to huggingface format", {"tp.converted_checkpoint": True}),
+    ("python tools/convert_to_hf.py --input_dir ckpt/global_step1000", {"tp.converted_checkpoint": True}),
+    ("megatron模型转换成hf格式后输出乱码", {"tp.converted_checkpoint": True}),
+    ("with model-parallel-size 1 the output is normal, but with model-parallel-size 2 it is random",
+     {"tp.diverges_only_with_tp": True}),
+    ("the loss is wrong only happens with tp=2", {"tp.diverges_only_with_tp": True}),
+    ("it does not work even with tp=1, and with tp=2 it fails too", {"tp.diverges_only_with_tp": None}),
+    ("the output is gibberish beyond 4096 tokens", {"posenc.fails_past_trained": True}),
+    ("answers degrade past the trained context length", {"posenc.fails_past_trained": True}),
+    ("超过4k后输出乱码", {"posenc.fails_past_trained": True}),
+    ("the output is fine beyond 4096 tokens, no gibberish", {"posenc.fails_past_trained": None}),
+    ("--rope_scaling linear --cutoff_len 16384", {"model.rope_scaling": True}),
+    ('"rope_scaling": {"type": "yarn", "factor": 4.0}', {"model.rope_scaling": True}),
+    ('"rope_scaling": null', {"model.rope_scaling": None}),
+    ("should I use dynamic NTK or YaRN beyond 32k?", {"model.rope_scaling": None}),
+    ("after resuming training from checkpoint-2000 the loss jumped", {"lossspike.after_resume": True}),
+    ("加载checkpoint继续训练以后loss突然变大", {"lossspike.after_resume": True}),
+    ("batched generation gives different output than generating one prompt at a time",
+     {"mask.batched_differs": True, "posenc.batch_differs": True}),
+    ("with left padding the shorter prompts in the batch produce garbage", {"mask.batched_differs": True}),
+    ("批量推理和单条推理的结果不一致", {"mask.batched_differs": True, "posenc.batch_differs": True}),
+    ("batched inference results do not differ from single runs", {"mask.batched_differs": None}),
+    ("in training the attention_mask is ignored and only the loss skips the padding", {"mask.passed_to_model": False}),
+    ("模型在前向传播过程中没有设置attention mask，只在计算loss的时候忽略padding", {"mask.passed_to_model": False}),
+    ("the attention_mask is passed to the model and the padding is masked", {"mask.passed_to_model": None}),
+    ("python finetune.py --base_model llama-7b --group_by_length --micro_batch_size 8", {"lossspike.length_grouped": True}),
+    ("group_by_length: false", {"lossspike.length_grouped": False}),
+    ("使用LengthGroupedSampler时loss曲线会周期性振荡", {"lossspike.length_grouped": True, "lossspike.periodic": True}),
+    ("the training loss seems to oscillate in a fixed period", {"lossspike.periodic": True}),
+    ("a sawtooth shape in the loss on alpaca data", {"lossspike.periodic": True}),
+    ("the loss has no periodic spikes, just one jump at step 7000", {"lossspike.periodic": None}),
+    ("after fine-tuning the model prints a literal \\n instead of new lines", {"artifacts.outputs_escape_chars": True}),
+    ("the answers are full of &amp; and &quot; after sft", {"artifacts.outputs_escape_chars": True}),
+    ("微调后输出里全是\\n和转义字符", {"artifacts.outputs_escape_chars": True}),
+    ("the output has no literal \\n anymore after the fix", {"artifacts.outputs_escape_chars": None}),
+    ("the responses contain lots of html tags and navigation links", {"artifacts.outputs_markup": True}),
+    ("模型的回答里有很多html标签", {"artifacts.outputs_markup": True}),
+    ("my eval score is suspiciously high, the test questions are also in the training data", {"artifacts.eval_overlap": True}),
+    ("测试集的数据混进了训练集", {"artifacts.eval_overlap": True}),
+    ("there is no data contamination, I deduplicated against the benchmark", {"artifacts.eval_overlap": None}),
+    ("training from scratch, the initial loss is 45", {"logs.initial_loss": 45}),
+    ("the loss starts at 11.2 and goes down to 3", {"logs.initial_loss": 11.2}),
+    ("从头预训练，初始loss是52", {"logs.initial_loss": 52}),
+    ("the final loss is 2.1", {"logs.initial_loss": None}),
+    ("after converting nemo to hf the embed_tokens shape changed from 128256 to 128000", {"tp.vocab_padding_differs": True}),
+    ("the vocab is padded to a multiple of 128 in Megatron", {"tp.vocab_padding_differs": True}),
+    ("RuntimeError: Error(s) in loading state_dict for GPTNeoXForCausalLM:\n\tsize mismatch for gpt_neox.embed_in.weight: "
+     "copying a param with shape torch.Size([50304, 2048]) from checkpoint, the shape in current model is torch.Size([50277, 2048]).\n"
+     "trained with --make-vocab-size-divisible-by 128", {"tp.vocab_padding_differs": True, "export.resized_embeddings": True}),
+]
+
+
+@pytest.mark.parametrize("text,expected", FAULTS_ROUND_TWO)
+def test_round_two_fault_phrases(kb, text, expected):
+    got = facts(kb, text)
+    assert {k: got.get(k) for k in expected} == expected
