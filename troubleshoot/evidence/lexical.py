@@ -61,7 +61,7 @@ def overlaps(kb: KnowledgeBase, query: str, cause_ids: Iterable[str]) -> dict[st
     candidates = [cid for cid in dict.fromkeys(cause_ids) if cid in index["tf"]]
     if len(candidates) < 2:
         return {}
-    text = _FLAG.sub(" ", bounded(prose(query)))
+    text = _FLAG.sub(" ", prose(bounded(query)))  # as the matcher reads a report: head and tail first
     # Neither "train", "model" (every report says them) nor the words naming a candidate's
     # symptom ("nan", "loss" for a NaN loss) say which cause it is.
     naming = {tok for cid in candidates for tok in index["naming"][kb.causes[cid].symptom]}
