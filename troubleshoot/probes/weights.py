@@ -172,6 +172,19 @@ def _max_abs(s: Stat) -> float:
 
 
 @dataclass
+class Listed:
+    """How many tensors a finding concerns, and the first MAX_LISTED of them (the ones named)."""
+
+    count: int = 0
+    first: list[Stat] = field(default_factory=list)
+
+    def add(self, s: Stat) -> None:
+        self.count += 1
+        if len(self.first) < MAX_LISTED:
+            self.first.append(s)
+
+
+@dataclass
 class Tally:
     """What the audit needs from every tensor, in memory bounded by the checkpoint's structure
     rather than its tensor count: counts, the first MAX_LISTED tensors of each finding, and the
@@ -179,15 +192,12 @@ class Tally:
     norm gains). 100,000 tensors of other roles cost nothing here."""
 
     tensors: int = 0
-    bad: list[Stat] = field(default_factory=list)      # NaN/Inf: the first MAX_LISTED
-    n_bad: int = 0
+    bad: Listed = field(default_factory=Listed)    # NaN/Inf
     good: int = 0
-    top: Stat | None = None                             # largest |w| of the finite tensors
+    top: Stat | None = None                                  # largest |w| of the finite tensors
     any_fp16: bool = False
-    over: list[Stat] = field(default_factory=list)     # finite but above the fp16 range
-    n_over: int = 0
-    flat: list[Stat] = field(default_factory=list)     # constant matrices
-    n_flat: int = 0
+    over: Listed = field(default_factory=Listed)   # finite but above the fp16 range
+    flat: Listed = field(default_factory=Listed)   # constant matrices
     kept: list[Stat] = field(default_factory=list)     # roles hidden, output, norm, embed_norm
     roles: set[str] = field(default_factory=set)
     embed_cols: int | None = None
@@ -197,23 +207,17 @@ class Tally:
         self.tensors += 1
         self.any_fp16 = self.any_fp16 or s.dtype == "float16"
         if s.nan or s.inf:
-            self.n_bad += 1
-            if len(self.bad) < MAX_LISTED:
-                self.bad.append(s)
+            self.bad.add(s)
             return
         self.good += 1
         self.roles.add(s.role)
         if self.top is None or _max_abs(s) > _max_abs(self.top):
             self.top = s
         if _max_abs(s) > FP16_MAX:
-            self.n_over += 1
-            if len(self.over) < MAX_LISTED:
-                self.over.append(s)
+            self.over.add(s)
         if s.min == s.max and s.numel > 1 and (
                 s.role in ("hidden", "output", "embedding", "lm_head") or s.role == "other" and s.numel >= 1024):
-            self.n_flat += 1
-            if len(self.flat) < MAX_LISTED:
-                self.flat.append(s)
+            self.flat.add(s)
         if s.role in ("hidden", "output", "norm", "embed_norm"):
             self.kept.append(s)
         if s.role == "embedding" and self.embed_cols is None:
@@ -228,23 +232,23 @@ class Tally:
 def audit(ckpt: Checkpoint, tally: Tally, obs: Observations) -> None:
     """Turn the tally of per-tensor numbers into findings and facts."""
     cfg = ckpt.config or {}
-    for s in tally.bad:
+    for s in tally.bad.first:
         obs.find("weights.nonfinite", "error", f"{s.nan} NaN, {s.inf} Inf of {s.numel} values", f"{s.where}:{s.name}",
                  {"nan": s.nan, "inf": s.inf, "numel": s.numel})
-    if tally.n_bad > MAX_LISTED:
-        obs.find("weights.nonfinite", "error", f"... and {tally.n_bad - MAX_LISTED} more tensors with NaN/Inf",
-                 ckpt.rel(ckpt.weight_files[0]), tally.n_bad)
-    obs.fact("weights.nonfinite", bool(tally.n_bad), SOURCE, f"{tally.n_bad} of {tally.tensors} tensors")
-    obs.fact("weights.nonfinite_tensors", tally.n_bad, SOURCE)
+    if tally.bad.count > MAX_LISTED:
+        obs.find("weights.nonfinite", "error", f"... and {tally.bad.count - MAX_LISTED} more tensors with NaN/Inf",
+                 ckpt.rel(ckpt.weight_files[0]), tally.bad.count)
+    obs.fact("weights.nonfinite", bool(tally.bad.count), SOURCE, f"{tally.bad.count} of {tally.tensors} tensors")
+    obs.fact("weights.nonfinite_tensors", tally.bad.count, SOURCE)
     if not tally.good:
         return
     _fp16(ckpt, cfg, tally, obs)
-    for s in tally.flat:
+    for s in tally.flat.first:
         what = "all zero" if s.max == 0 else f"constant {s.max:g}"
         obs.find("weights.constant_tensor", "warning", f"{what} ({s.numel} values): this layer learns nothing "
                  "useful (zero init of a readout/LoRA-B is the only common legitimate case)", f"{s.where}:{s.name}",
                  s.max)
-    obs.fact("weights.zero_tensors", tally.n_flat, SOURCE)
+    obs.fact("weights.zero_tensors", tally.flat.count, SOURCE)
     norms = tally.of("norm", "embed_norm")  # gains; biases are "norm_bias"
     has_embed_norm = "embed_norm" in tally.roles
     obs.fact("model.has_embed_layernorm", has_embed_norm, SOURCE, "tensor names")
@@ -271,8 +275,8 @@ def _fp16(ckpt: Checkpoint, cfg: dict, tally: Tally, obs: Observations) -> None:
     obs.fact("weights.max_abs", max_abs, SOURCE, f"{tally.top.where}:{tally.top.name}")
     dtype = run_dtype(cfg, ckpt.extra) or ("fp16" if tally.any_fp16 else None)
     if dtype == "fp16":
-        obs.fact("weights.fp16_overflow", bool(tally.n_over), SOURCE, f"max |w| {max_abs:.3g}")
-    for s in tally.over:
+        obs.fact("weights.fp16_overflow", bool(tally.over.count), SOURCE, f"max |w| {max_abs:.3g}")
+    for s in tally.over.first:
         m = _max_abs(s)
         if dtype == "fp16":
             obs.find("weights.fp16_overflow", "error", f"max |w| = {m:.3g} > {FP16_MAX:.0f} (fp16 max) and the run is "

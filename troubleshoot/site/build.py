@@ -306,16 +306,19 @@ class Site:
         return rows
 
 
+def _readable(folder: str | Path) -> Path:
+    """``files.readable_folder`` with its one-line error as the site's own."""
+    try:
+        return readable_folder(folder)
+    except ArtifactError as err:
+        raise SiteError(str(err)) from None
+
+
 def _prepare(out: Path) -> None:
     """Refuse to write into a folder that holds anything but an earlier build; clear that build."""
     if out.exists() and not out.is_dir():
         raise SiteError(f"{out}: exists and is not a folder")
-    if out.is_dir():
-        try:
-            readable_folder(out)
-        except ArtifactError as err:
-            raise SiteError(str(err)) from None
-    if out.is_dir() and any(out.iterdir()):
+    if out.is_dir() and any(_readable(out).iterdir()):
         if not (out / MARKER).is_file():
             raise SiteError(f"{out}: folder is not empty and holds no earlier llmfix site; "
                             "choose an empty or new folder")
@@ -361,10 +364,7 @@ def serve(kb: KnowledgeBase, port: int, directory: str | None = None) -> None:
             count = build(kb, root)
             click.echo(f"built {count} pages into a temporary folder", err=True)
         else:
-            try:
-                root = readable_folder(directory)
-            except ArtifactError as err:
-                raise SiteError(str(err)) from None
+            root = _readable(directory)
             if not (root / "index.html").is_file():
                 raise SiteError(f"{root}: no index.html here; build one with: llmfix site build {root}")
         handler = functools.partial(_Quiet, directory=str(root))
