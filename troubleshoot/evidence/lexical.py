@@ -3,11 +3,11 @@
 Patterns (rules/_facts, rules/_signatures) read what they were written for; a report in other
 words sets no fact, and its causes keep their priors. What still separates them is vocabulary: a
 report about "pad_token = eos_token" and "never stops" shares distinctive words with the EOS
-causes and none with the decoding one. Each cause's description is its title, summary, the
-``says`` of its supporting evidence, its fixes' titles, and the descriptions and phrases of the
-facts that support it; the report's words (less the generic training words of matcher.GENERIC)
-are scored against them with BM25, idf over all causes, so "loss" counts for little and "eos"
-for much.
+causes and none with the decoding one. Each cause's description is its title, summary, how
+public reports of it were worded (``reported_as``), the ``says`` of its supporting evidence,
+its fixes' titles, and the descriptions and phrases of the facts that support it; the report's
+words (less the generic training words of matcher.GENERIC) are scored against them with BM25,
+idf over all causes, so "loss" counts for little and "eos" for much.
 
 Only what sets a candidate apart from the others counts: a cause at the candidates' mean score
 keeps its odds, the best-sharing one gets ×e^ALPHA, the others in proportion to their distance
@@ -96,7 +96,7 @@ def _surface_forms(text: str) -> dict[str, str]:
 
 def description(kb: KnowledgeBase, cause: Cause) -> str:
     """What the knowledge says about one cause, in words a report about it might share."""
-    parts, facts = [cause.title, cause.summary], set()
+    parts, facts = [cause.title, cause.summary, *(r.text for r in cause.reported_as)], set()
     for ev in cause.evidence:
         if ev.lr > 1:
             parts.append(ev.says)

@@ -28,7 +28,7 @@ def lint(root: Path | None = None) -> list[Problem]:
     kb, problems = load_with_problems(root)
     for check in (_references, _reachable_checks, _after_cycles, _articles, _contracts, _probe_contract,
                   _findings_catalogued, _prior_floor, _double_counting, _public_sources, _public_articles,
-                  text_rules):
+                  _short_reports, text_rules):
         problems.extend(check(kb))
     return problems
 
@@ -128,6 +128,7 @@ def _probe_contract(kb: KnowledgeBase) -> list[Problem]:
     return out
 
 
+MAX_REPORT_PHRASE = 200
 PRIOR_FLOOR = 0.03  # docs/calibration.md: below it a prior alone reads as "ruled out"
 # Files users cannot open: the seed documents (NNN_<16 hex>.txt) and the project's own notes.
 PRIVATE = re.compile(r"\b\d{3}_[0-9a-f]{16}\.txt\b|\bKNOWLEDGE\.md\b|\bDESIGN\.md\b")
@@ -162,7 +163,8 @@ def _double_counting(kb: KnowledgeBase) -> list[Problem]:
 def _public_sources(kb: KnowledgeBase) -> list[Problem]:
     """Sources are links a user can open: https URLs, never seed files or internal notes."""
     out = []
-    items = [(c.id, c.line, kb.symptoms[c.symptom].file, c.sources) for c in kb.causes.values()]
+    items = [(c.id, c.line, kb.symptoms[c.symptom].file, [*c.sources, *(s for r in c.reported_as for s in r.sources)])
+             for c in kb.causes.values()]
     items += [(f.id, f.line, kb.symptoms[f.symptom].file, [*f.sources, *(s for a in f.did_not_work for s in a.sources)])
               for f in kb.fixes.values()]
     for owner, line, file, sources in items:
@@ -171,6 +173,14 @@ def _public_sources(kb: KnowledgeBase) -> list[Problem]:
                 out.append(Problem(file, line, f"{owner}.sources",
                                    f"'{source}' is not a public link (cite the https URL of the public origin)"))
     return out
+
+
+def _short_reports(kb: KnowledgeBase) -> list[Problem]:
+    """A `reported_as` line is how one report put the fault: a phrase, not a post (quoted at most
+    in part; the words are what the lexical evidence reads)."""
+    return [Problem(kb.symptoms[c.symptom].file, c.line, f"{c.id}.reported_as[{j}]",
+                    f"{len(r.text)} characters: a report phrase is at most {MAX_REPORT_PHRASE}")
+            for c in kb.causes.values() for j, r in enumerate(c.reported_as) if len(r.text) > MAX_REPORT_PHRASE]
 
 
 def _public_articles(kb: KnowledgeBase) -> list[Problem]:

@@ -120,6 +120,15 @@ class Evidence:
 
 
 @dataclass
+class Sourced:
+    """One short statement from public threads (a fix that did not help, how a report put the
+    fault) with the threads it comes from."""
+
+    text: str
+    sources: list[str]
+
+
+@dataclass
 class Cause:
     """A root cause of one symptom: its prior, the evidence that moves it, its fixes and sources."""
 
@@ -132,15 +141,8 @@ class Cause:
     fixes: list[str] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
     not_this_when: str = ""
+    reported_as: list[Sourced] = field(default_factory=list)
     line: int = 0
-
-
-@dataclass
-class FixAttempt:
-    """Something people tried for this fault that did not help, with where they said so."""
-
-    text: str
-    sources: list[str]
 
 
 @dataclass
@@ -152,7 +154,7 @@ class Fix:
     steps: list[str]
     sources: list[str]
     symptom: str = ""
-    did_not_work: list[FixAttempt] = field(default_factory=list)
+    did_not_work: list[Sourced] = field(default_factory=list)
     line: int = 0
 
 

@@ -14,7 +14,7 @@ from ..files import read_text
 from . import cache, schema
 from .expr import Expr, ExprError, split_template
 from .layout import knowledge_files
-from .model import Article, Cause, Check, Evidence, FactSpec, FindingSpec, Fix, FixAttempt, KnowledgeBase, Symptom
+from .model import Article, Cause, Check, Evidence, FactSpec, FindingSpec, Fix, Sourced, KnowledgeBase, Symptom
 from .read_text import read_fact_rules, read_signatures
 from .schema import Located, Problem
 
@@ -298,7 +298,9 @@ def _read_cause(doc: Located, path: tuple, raw: Any, sid: str, problems: list[Pr
     cause = Cause(cid, sid, str(raw.get("title", "")), float(prior), raw.get("summary", ""),
                   fixes=schema.check_strings(doc, path + ("fixes",), raw.get("fixes"), "a fix id", problems),
                   sources=schema.check_strings(doc, path + ("sources",), raw.get("sources"), "a source", problems),
-                  not_this_when=raw.get("not_this_when", ""), line=doc.line(path))
+                  not_this_when=raw.get("not_this_when", ""),
+                  reported_as=_read_sourced(doc, path + ("reported_as",), raw.get("reported_as"), problems),
+                  line=doc.line(path))
     for j, item in enumerate(raw.get("evidence") or []):
         evidence = _read_evidence(doc, path + ("evidence", j), item, problems)
         if evidence:
@@ -336,15 +338,20 @@ def _read_fix(doc: Located, path: tuple, raw: Any, sid: str, problems: list[Prob
     steps = schema.check_strings(doc, path + ("steps",), raw.get("steps"), "a step", problems)
     steps = [step for j, step in enumerate(steps)
              if doc.validated or _template_ok(doc, path + ("steps", j), step, problems)]
-    attempts = []
-    for j, item in enumerate(raw.get("did_not_work") or []):
-        item = schema.check_fields(doc, path + ("did_not_work", j), item, schema.ATTEMPT, problems)
-        if item is not None and item.get("text"):
-            attempts.append(FixAttempt(item["text"], schema.check_strings(
-                doc, path + ("did_not_work", j, "sources"), item.get("sources"), "a source", problems)))
     return Fix(fid, str(raw.get("title", "")), steps,
                schema.check_strings(doc, path + ("sources",), raw.get("sources"), "a source", problems),
-               sid, attempts, doc.line(path))
+               sid, _read_sourced(doc, path + ("did_not_work",), raw.get("did_not_work"), problems), doc.line(path))
+
+
+def _read_sourced(doc: Located, path: tuple, raw: Any, problems: list[Problem]) -> list[Sourced]:
+    """A list of {text, sources} (a fix's did_not_work, a cause's reported_as)."""
+    out = []
+    for j, item in enumerate(raw or []):
+        item = schema.check_fields(doc, path + (j,), item, schema.SOURCED, problems)
+        if item is not None and item.get("text"):
+            out.append(Sourced(item["text"], schema.check_strings(
+                doc, path + (j, "sources"), item.get("sources"), "a source", problems)))
+    return out
 
 
 def _template_ok(doc: Located, path: tuple, step: str, problems: list[Problem]) -> bool:

@@ -30,14 +30,15 @@ CHECK = {"fact": (str, True, "a fact name"), "ask": (str, True, "the question"),
 CAUSE = {"id": (str, True, "a cause id <symptom>.<cause>"), "title": (str, True, "a title"),
          "summary": (str, False, "text"), "prior": (NUMBER, True, "a number between 0 and 1"),
          "evidence": (list, False, "a list of evidence items"), "fixes": (list, True, "a list of fix ids"),
-         "sources": (list, True, "a list of sources"), "not_this_when": (str, False, "text")}
+         "sources": (list, True, "a list of sources"), "not_this_when": (str, False, "text"),
+         "reported_as": (list, False, "a list of {text, sources}")}
 EVIDENCE = {"when": (str, True, "an expression over facts"), "lr": (NUMBER, True, "a likelihood ratio > 0"),
             "else_lr": (NUMBER, False, "a likelihood ratio > 0"), "confirms": (bool, False, "true or false"),
             "says": (str, False, "text")}
 FIX = {"id": (str, True, "a fix id fix-..."), "title": (str, True, "a title"),
        "steps": (list, True, "a list of steps"), "sources": (list, True, "a list of sources"),
        "did_not_work": (list, False, "a list of {text, sources}")}
-ATTEMPT = {"text": (str, True, "text"), "sources": (list, True, "a list of sources")}
+SOURCED = {"text": (str, True, "text"), "sources": (list, True, "a list of sources")}
 FACT = {"type": (str, True, "bool, number, choice or text"), "description": (str, True, "text"),
         "choices": (list, False, "a list of choices"), "unit": (str, False, "text"),
         "defined_when": (str, False, "an expression over facts"),

@@ -29,11 +29,11 @@ from .model import (
     FactSpec,
     FindingSpec,
     Fix,
-    FixAttempt,
     KeyRule,
     KnowledgeBase,
     Signature,
     SignatureContext,
+    Sourced,
     Symptom,
     TextRule,
 )
@@ -123,8 +123,8 @@ def _exprs(rows: list) -> list[Expr]:
 # The fields holding knowledge objects rather than plain data, and how each is read back.
 NESTED: dict[type, dict[str, Callable[[Any], Any]]] = {
     Evidence: {"when": _expr},
-    Cause: {"evidence": _many(Evidence)},
-    Fix: {"did_not_work": _many(FixAttempt)},
+    Cause: {"evidence": _many(Evidence), "reported_as": _many(Sourced)},
+    Fix: {"did_not_work": _many(Sourced)},
     Symptom: {"checks": _many(Check), "causes": _many(Cause), "observed_when": _exprs, "contradicted_when": _exprs},
     FactSpec: {"defined_when": _expr, "text": _many(TextRule), "keys": _many(KeyRule)},
     Signature: {"context": _many(SignatureContext)},
@@ -145,5 +145,5 @@ def _reader(cls: type) -> Callable[[list], Any]:
     return read_row
 
 
-_READ = {cls: _reader(cls) for cls in (Article, Cause, Check, Evidence, FactSpec, FindingSpec, Fix, FixAttempt,
+_READ = {cls: _reader(cls) for cls in (Article, Cause, Check, Evidence, FactSpec, FindingSpec, Fix, Sourced,
                                        KeyRule, Signature, SignatureContext, Symptom, TextRule)}

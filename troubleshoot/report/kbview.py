@@ -83,6 +83,9 @@ def _cause(kb: KnowledgeBase, c: Cause, values: Mapping[str, Any], width: int) -
               for e in c.evidence]
     if c.not_this_when:
         lines += ["", *hang("Not this when: ", " ".join(c.not_this_when.split()), width, 2)]
+    if c.reported_as:
+        lines += ["", "Reported as:"]
+        lines += [line for r in c.reported_as for line in hang("  - ", f"{r.text} ({'; '.join(r.sources)})", width, 4)]
     lines += ["", "Fixes:"]
     for fid in c.fixes:
         if fid in kb.fixes:
