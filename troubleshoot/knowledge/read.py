@@ -14,7 +14,7 @@ from ..files import read_text
 from . import cache, schema
 from .expr import Expr, ExprError, split_template
 from .layout import knowledge_files
-from .model import Article, Cause, Check, Evidence, FactSpec, FindingSpec, Fix, Sourced, KnowledgeBase, Symptom
+from .model import Article, Cause, Check, Evidence, FactSpec, FindingSpec, Fix, KnowledgeBase, Sourced, Symptom
 from .read_text import read_fact_rules, read_signatures
 from .schema import Located, Problem
 
