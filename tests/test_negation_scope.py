@@ -1,6 +1,7 @@
 """How far a negation reaches in the user's words (troubleshoot/evidence/negation.py): a negator
 negates what follows it in its own clause, never a match in the next clause ("vllm does not stop
-because eos is ..."), and true negations ("not using fp16", "没有用fp16") keep setting nothing."""
+because eos is ..."); a denial later in the clause ("... and there is none") negates what it
+follows; and true negations ("not using fp16", "没有用fp16") keep setting nothing."""
 from __future__ import annotations
 
 import pytest
@@ -63,13 +64,30 @@ STILL_NEGATED = [
     ("never used fp16 or bf16", "train.precision", None),
 ]
 
+# A denial after the match, in the match's own clause ("... and there is none", "... is not the
+# issue", "... 已排除"), sets nothing; a denial of something else, or past a comma or a "but", does not.
+DENIED_AFTER = [
+    ("I checked for NaN values in the dataset and there are none", "data.has_nonfinite", None),
+    ("we looked for nan in the data and found none", "data.has_nonfinite", None),
+    ("labels are all -100 is not the issue, I checked", "data.labels.no_target", None),
+    ("the idea that the labels are all -100 was ruled out", "data.labels.no_target", None),
+    ("数据中有nan已排除", "data.has_nonfinite", None),
+    ("the loss is nan and nothing helps", "logs.nan", True),
+    ("the loss is nan and it is not clear why", "logs.nan", True),
+    ("the loss is nan, the data looks fine", "logs.nan", True),
+    ("the loss is nan but the data looks fine", "logs.nan", True),
+    ("the dataset has NaN values and I do not know why", "data.has_nonfinite", True),
+    ("labels are all -100 and it looked fine before the upgrade", "data.labels.no_target", True),
+    ("loss为nan，不是数据的问题", "logs.nan", True),
+]
+
 
 @pytest.fixture(scope="module")
 def kb():
     return load()
 
 
-@pytest.mark.parametrize("text,fact,expected", CROSSES_A_CLAUSE + STILL_NEGATED)
+@pytest.mark.parametrize("text,fact,expected", CROSSES_A_CLAUSE + STILL_NEGATED + DENIED_AFTER)
 def test_negation_stays_in_its_clause(kb, text, fact, expected):
     hit = extract(kb, text).facts.get(fact)
     assert (hit.value if hit else None) == expected

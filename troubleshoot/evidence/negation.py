@@ -1,5 +1,6 @@
 """Is a phrase negated where it stands? "not using fp16", "without gradient clipping",
-"没有用fp16", "--no-fp16", "fp16: false", "switched from fp16 to bf16".
+"没有用fp16", "--no-fp16", "fp16: false", "switched from fp16 to bf16", and a denial later in the
+same clause: "I looked for NaN in the data and there is none", "the eos masking is not the issue".
 
 A negated match never sets a fact positively: it sets the rule's ``negated`` value or nothing.
 The look-back stays inside the clause (it stops at . ; , : ! ? and their Chinese forms, at a
@@ -15,6 +16,7 @@ from functools import cache
 
 ENGLISH_WINDOW, CHINESE_WINDOW = 40, 5
 LOOK_AHEAD = 48  # enough for "as the eos token is"
+DENIAL_WINDOW = 48  # "... in the data and there is none", "... 已排除"
 
 
 # Each expression needs at least one character, so an empty window is never searched.
@@ -35,6 +37,17 @@ _SOURCES = {
     "chinese": (r"没有|没用|没开|没|不用|不开|不使用|不是|未|无|关闭|关掉|禁用|去掉|而非|而不是|从", 0),
     # a turn between a negator and the match: "from fp16 to bf16", "从fp16改成bf16"
     "turn": (r"(?<![A-Za-z])(?:to|into|then|now|->)(?![A-Za-z])|→|改成|换成|改为|换到|改用|到", re.IGNORECASE),
+    # a denial after the match in its own clause (no comma, no "but"/"because" in between): "and
+    # there is none", "is not the issue", "was ruled out", "looks fine", "已排除", "不是原因";
+    # not "nothing helps" or "it was fine before" (those deny something else)
+    "denied_after": (
+        r"(?:(?!\b(?:but|however|because|since|although|though|while|whereas|except)\b)[^.;,!?\n。；，！？]){0,40}?"
+        r"(?:\b(?:there\s{1,3}(?:is|are|was|were)\s{1,3}(?:none|nothing)|found\s{1,3}(?:none|nothing)|none\s{1,3}(?:found|there))\b"
+        r"|\b(?:is|was|are|were)(?:\s{1,3}not|n't)\s{1,3}(?:the\s{1,3}|an?\s{1,3})?(?:problem|issue|cause|culprit|reason)\b"
+        r"|\b(?:was|were|been|is|are)\s{1,3}ruled\s{1,3}out\b"
+        r"|\b(?:looks?|looked|seems?|seemed)\s{1,3}(?:fine|ok|okay|correct|normal|right)\b(?!\s{1,3}(?:before|until|at\s{1,3}first|initially|earlier))"
+        r"|已排除|排除了|不是(?:问题|原因)|并非(?:问题|原因))",
+        re.IGNORECASE),
     "flag_off": (r"(?:--no[-_]|no[-_])$", re.IGNORECASE),
     "value_off": (
         r"[\"']?\s{0,3}[:=]\s{0,3}(?:\{\s{0,3}[\"']?enabled[\"']?\s{0,3}:\s{0,3})?[\"']?"
@@ -57,6 +70,8 @@ def negated(text: str, start: int, end: int) -> bool:
     if before and _rx("flag_off").search(before[-6:]):
         return True
     if end < len(text) and _rx("value_off").match(text, end, min(len(text), end + 40)):
+        return True
+    if end < len(text) and _rx("denied_after").match(text, end, min(len(text), end + DENIAL_WINDOW)):
         return True
     return (_negator_applies("english", before[-ENGLISH_WINDOW:])
             or _negator_applies("chinese", before[-CHINESE_WINDOW:]))
