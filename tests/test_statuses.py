@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from troubleshoot.engine import MATCH_TEMPERATURE, OBSERVED_LEAD, RULED_OUT, diagnose
+from troubleshoot.engine import MATCH_TEMPERATURE, OBSERVED_LEAD, RULED_OUT, diagnose, twins
 from troubleshoot.knowledge.read import load_with_problems
 from troubleshoot.observations import Fact, Observations
 
@@ -277,6 +277,29 @@ def test_twins_are_listed_under_the_best_fitting_symptom_at_the_better_twin_scor
     assert shown.same_fault == ["loss-spike.mask-values"] and shown.scored_as == "loss-spike.mask-values"
     assert shown.score == pytest.approx(twin_score) and shown.posterior == pytest.approx(0.1)
     assert shown.to_json()["scored_as"] == "loss-spike.mask-values" and "as the same fault" in shown.explain()
+
+
+def test_a_declared_twin_folds_like_a_confirmed_one(kb, mini_root):
+    """No measurement confirms "the learning rate is too high", so no shared confirming condition
+    can make the NaN and the spike causes one fault; `same_fault`, declared on one side, does (both
+    ways), and the report lists it once."""
+    (mini_root / "rules" / "loss-spike.yaml").write_text(SPIKE + """\
+  - id: loss-spike.lr-too-high
+    title: Learning rate too high
+    prior: 0.3
+    same_fault: [nan-loss.lr-too-high]
+    evidence:
+      - when: nanloss.early
+        lr: 3
+    fixes: [fix-binary-mask]
+    sources: ["https://github.com/liguodongiot/llm-action"]
+""")
+    kb, problems = load_with_problems(mini_root)
+    assert not problems, problems
+    assert twins(kb)["nan-loss.lr-too-high"] == {"loss-spike.lr-too-high"}
+    assert twins(kb)["loss-spike.lr-too-high"] == {"nan-loss.lr-too-high"}
+    ids = [c.id for c in diagnose(kb, {"nan-loss": 0.9, "loss-spike": 0.9}).causes]
+    assert ("nan-loss.lr-too-high" in ids) != ("loss-spike.lr-too-high" in ids)
 
 
 def test_a_symptom_seen_to_happen_leads_one_the_words_only_suggest(kb):

@@ -144,17 +144,27 @@ def _with_words(posterior: float, lines: list[EvidenceLine], overlap) -> tuple[f
 
 def twins(kb: KnowledgeBase) -> dict[str, set[str]]:
     """Causes of other symptoms that are the same fault: they share a confirming condition
-    (``data.mask.binary == false`` confirms nan-loss.invalid-mask and mask-error.non-binary)."""
+    (``data.mask.binary == false`` confirms nan-loss.invalid-mask and mask-error.non-binary), or
+    the knowledge says so (``same_fault``, for faults no single measurement confirms: an init std
+    too large is one fault whether it shows as NaN, spikes or a bad start). Declared twins are
+    each other's twins both ways, and a twin's twin is a twin."""
+    groups: dict[str, set[str]] = {cid: {cid} for cid in kb.causes}
+
+    def join(ids: set[str]) -> None:
+        merged = set().union(*(groups[i] for i in ids))
+        for i in merged:
+            groups[i] = merged
+
     by_condition: dict[str, set[str]] = {}
     for cause in kb.causes.values():
         for ev in cause.evidence:
             if ev.confirms:
                 by_condition.setdefault(ev.when.source, set()).add(cause.id)
-    out: dict[str, set[str]] = {}
+        join({cause.id, *(t for t in cause.same_fault if t in kb.causes)})
     for ids in by_condition.values():
-        for cid in ids:
-            out.setdefault(cid, set()).update(i for i in ids if i.split(".")[0] != cid.split(".")[0])
-    return out
+        join(ids)
+    return {cid: {i for i in group if i.split(".")[0] != cid.split(".")[0]}
+            for cid, group in groups.items() if len(group) > 1}
 
 
 def _one_report_per_fault(ranked: list[RankedCause], twin_ids: Mapping[str, set[str]],

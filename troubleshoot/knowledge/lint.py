@@ -47,6 +47,13 @@ def _references(kb: KnowledgeBase) -> list[Problem]:
             used.add(fid)
             if fid not in kb.fixes:
                 out.append(Problem(file, cause.line, f"{cause.id}.fixes", f"unknown fix '{fid}'"))
+        for twin in cause.same_fault:
+            if twin not in kb.causes:
+                out.append(Problem(file, cause.line, f"{cause.id}.same_fault", f"unknown cause '{twin}'"))
+            elif kb.causes[twin].symptom == cause.symptom:
+                out.append(Problem(file, cause.line, f"{cause.id}.same_fault",
+                                   f"'{twin}' is a sibling under the same symptom: same_fault names "
+                                   "the fault's cause under another symptom"))
     for fix in kb.fixes.values():
         file = kb.symptoms[fix.symptom].file
         if not fix.sources:

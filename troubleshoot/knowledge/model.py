@@ -142,6 +142,7 @@ class Cause:
     sources: list[str] = field(default_factory=list)
     not_this_when: str = ""
     reported_as: list[Sourced] = field(default_factory=list)
+    same_fault: list[str] = field(default_factory=list)  # causes of other symptoms that are this fault
     line: int = 0
 
 

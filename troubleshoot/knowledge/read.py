@@ -300,6 +300,8 @@ def _read_cause(doc: Located, path: tuple, raw: Any, sid: str, problems: list[Pr
                   sources=schema.check_strings(doc, path + ("sources",), raw.get("sources"), "a source", problems),
                   not_this_when=raw.get("not_this_when", ""),
                   reported_as=_read_sourced(doc, path + ("reported_as",), raw.get("reported_as"), problems),
+                  same_fault=schema.check_strings(doc, path + ("same_fault",), raw.get("same_fault"), "a cause id",
+                                                  problems),
                   line=doc.line(path))
     for j, item in enumerate(raw.get("evidence") or []):
         evidence = _read_evidence(doc, path + ("evidence", j), item, problems)

@@ -31,7 +31,8 @@ CAUSE = {"id": (str, True, "a cause id <symptom>.<cause>"), "title": (str, True,
          "summary": (str, False, "text"), "prior": (NUMBER, True, "a number between 0 and 1"),
          "evidence": (list, False, "a list of evidence items"), "fixes": (list, True, "a list of fix ids"),
          "sources": (list, True, "a list of sources"), "not_this_when": (str, False, "text"),
-         "reported_as": (list, False, "a list of {text, sources}")}
+         "reported_as": (list, False, "a list of {text, sources}"),
+         "same_fault": (list, False, "a list of cause ids of other symptoms")}
 EVIDENCE = {"when": (str, True, "an expression over facts"), "lr": (NUMBER, True, "a likelihood ratio > 0"),
             "else_lr": (NUMBER, False, "a likelihood ratio > 0"), "confirms": (bool, False, "true or false"),
             "says": (str, False, "text")}
