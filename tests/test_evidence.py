@@ -41,6 +41,11 @@ VALUES = [
     ("with gradient clipping 1.0 and zero stage 3", {"train.grad_clip": 1.0, "train.zero_stage": 3}),
     ("tokenizer.pad_token = tokenizer.eos_token", {"model.pad_is_eos": True}),
     ("continued pretraining of llama on our corpus", {"train.stage": "continued-pretraining"}),
+    ("pretraining a 1B model from scratch, loss nan at step 7000", {"train.stage": "pretraining"}),
+    ("we are training a GPT-2 from scratch", {"train.stage": "pretraining"}),
+    ("在预训练阶段loss突然变成nan", {"train.stage": "pretraining"}),
+    ("用预训练模型做lora", {"train.stage": None}),       # a pretrained model, not pretraining
+    ("the pretrain model weights load fine", {"train.stage": None}),
     ("用LoRA微调Qwen", {"train.finetune_method": "lora"}),
     ("grad_norm:nan loss:0", {"logs.loss_zero": True, "logs.loss_zero_grad_nan": True}),
     ("训练时loss全为0", {"logs.loss_zero": True}),
