@@ -99,6 +99,16 @@ def test_broken_rule_file(mini_root, old, new, expected):
     assert any(expected in p for p in problems), "\n".join(problems)
 
 
+def test_an_item_that_only_confirms_may_repeat_a_counted_condition(mini_root):
+    """Ratio 1 both ways: it moves nothing, so it counts nothing twice; with a ratio it would."""
+    confirm_only = ("    evidence:\n      - when: data.mask.binary == false and nanloss.early == true\n"
+                    "        lr: 1\n        confirms: true\n      - when: data.mask.binary == false\n")
+    mutate(mini_root, "    evidence:\n      - when: data.mask.binary == false\n", confirm_only)
+    assert not [p for p in new_problems(mini_root) if "counted twice" in p]
+    mutate(mini_root, "        lr: 1\n        confirms: true\n", "        lr: 2\n        confirms: true\n")
+    assert [p for p in new_problems(mini_root) if "counted twice" in p]
+
+
 def test_missing_article_and_missing_section(mini_root):
     (mini_root / "kb" / "nan-loss.md").write_text((mini_root / "kb" / "nan-loss.md").read_text()
                                                   .replace("## What did not work\n", ""))

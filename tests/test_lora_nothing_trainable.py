@@ -34,6 +34,7 @@ def test_measured_lora_run_ranks_the_adapter_cause_first():
     """Answers (trust 1) instead of words: the same order."""
     causes = _causes("-a", "train.finetune_method=lora", "-a", "grads.trainable_fraction=0", "parameters do not update")
     assert causes[0]["id"] == "no-grad-flow.lora-no-trainable", [c["id"] for c in causes[:3]]
+    assert causes[0]["status"] == "confirmed"  # measured, nothing trainable in a LoRA run is the adapter
 
 
 @pytest.mark.parametrize("text", [

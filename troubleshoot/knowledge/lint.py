@@ -154,13 +154,16 @@ def _conjuncts(source: str) -> frozenset[str]:
 
 
 def _double_counting(kb: KnowledgeBase) -> list[Problem]:
-    """An item whose condition is part of another item's `and` counts the same fact twice."""
+    """An item whose condition is part of another item's `and` counts the same fact twice. An
+    item of ratio 1 both ways counts nothing (it only confirms: "nothing trainable, in a LoRA
+    run"), so it may repeat what the others count."""
     out = []
     for cause in kb.causes.values():
         parts = [_conjuncts(ev.when.source) for ev in cause.evidence]
+        counts = [ev.lr != 1 or ev.else_lr != 1 for ev in cause.evidence]
         for i, small in enumerate(parts):
             for j, big in enumerate(parts):
-                if i != j and small < big:
+                if i != j and small < big and counts[i] and counts[j]:
                     out.append(Problem(kb.symptoms[cause.symptom].file, cause.evidence[j].line,
                                        f"{cause.id}.evidence[{j}].when",
                                        f"repeats evidence[{i}] ({cause.evidence[i].when.source}): counted twice"))
