@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import NamedTuple
 
+from .. import matcher
 from ..knowledge.cache import memo
 from ..knowledge.model import Cause, KnowledgeBase
 from ..matcher import GENERIC, bounded, normalize, tokens
@@ -57,7 +58,8 @@ class Overlap(NamedTuple):
 
 def overlaps(kb: KnowledgeBase, query: str, cause_ids: Iterable[str]) -> dict[str, Overlap]:
     """Per candidate cause, its factor and the shared words (none when the report shares nothing)."""
-    index = memo(kb, "lexical", lambda: build_index(kb), code=__file__, valid=_index_shape)
+    index = memo(kb, "lexical", lambda: build_index(kb), code=(__file__, matcher.__file__),  # its tokens
+                 valid=_index_shape)
     candidates = [cid for cid in dict.fromkeys(cause_ids) if cid in index["tf"]]
     if len(candidates) < 2:
         return {}

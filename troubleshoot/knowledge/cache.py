@@ -80,12 +80,14 @@ def save(file: Path, value: Any) -> None:
         pass  # read-only home, or a YAML value marshal cannot hold (a date): simply no cache
 
 
-def memo(kb, name: str, build: Callable[[], Any], code: str,
+def memo(kb, name: str, build: Callable[[], Any], code: str | tuple[str, ...],
          valid: Callable[[Any], bool] = lambda value: value is not None) -> Any:
     """A value derived from the knowledge (the matcher's index), cached per knowledge fingerprint
-    and per version (content) of the ``code`` file that builds it; a cached value that ``valid``
-    rejects (a damaged or foreign file) is rebuilt."""
-    file = path(name, f"{kb.fingerprint}:".encode() + Path(code).read_bytes())
+    and per version (content) of the ``code`` files that build it (the module and any module whose
+    functions it calls: an edited tokenizer must rebuild the indexes made with it); a cached value
+    that ``valid`` rejects (a damaged or foreign file) is rebuilt."""
+    files = (code,) if isinstance(code, str) else code
+    file = path(name, f"{kb.fingerprint}:".encode() + b"\0".join(Path(f).read_bytes() for f in files))
     if kb.fingerprint:
         cached = load(file)
         if cached is not None and valid(cached):
