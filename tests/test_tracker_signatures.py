@@ -96,6 +96,32 @@ PASTES = [
     ("/home/u/miniconda3/lib/python3.10/site-packages/bitsandbytes/autograd/_functions.py:322: UserWarning: "
      "MatMul8bitLt: inputs will be cast from torch.bfloat16 to float16 during quantization",
      "bnb_int8_input_cast", {"train.kbit_base": True}),
+    ("[INFO|2024-08-02 16:20:11] llamafactory.model.adapter:157 >> Fine-tuning method: Full\n"
+     "[INFO|2024-08-02 16:20:14] llamafactory.model.loader:157 >> trainable params: 7,615,616,512 || all params: "
+     "7,615,616,512 || trainable%: 100.0000", "llamafactory_full_finetune", {"train.finetune_method": "full"}),
+    ("08/02/2024 16:20:11 - INFO - llamafactory.model.adapter - Fine-tuning method: Freeze",
+     "llamafactory_freeze_finetune", {"train.finetune_method": "frozen-partial"}),
+    ("[INFO|2024-08-02 16:19:58] llamafactory.model.model_utils.quantization:157 >> Quantizing model to 4 bit with "
+     "bitsandbytes.", "llamafactory_kbit_quantizing", {"train.kbit_base": True}),
+    ("01/15/2024 10:02:44 - INFO - llmtuner.model.patcher - Quantizing model to 8 bit.", "llamafactory_kbit_quantizing",
+     {"train.kbit_base": True}),
+    ("[INFO|2024-08-02 16:19:40] llamafactory.data.template:157 >> Add pad token: </s>", "llamafactory_pad_from_eos",
+     {"model.pad_is_eos": True}),
+    ("[INFO|2024-08-02 16:20:11] llamafactory.model.adapter:157 >> Upcasting trainable params to float32.",
+     "llamafactory_trainable_fp32", {"fp16overflow.params_loaded_fp16": False}),
+    ("[WARNING|2024-08-02 16:20:11] llamafactory.model.adapter:162 >> Vocab has been resized, add embed_tokens,lm_head "
+     "to trainable params.", "llamafactory_vocab_resized", {"export.resized_embeddings": True}),
+    ("==((====))==  Unsloth 2024.12.4: Fast Llama patching. Transformers:4.46.3.\n"
+     "   \\\\   /|    GPU: Tesla T4. Num GPUs = 1. Max memory: 14.741 GB. Platform: Linux.\n"
+     "O^O/ \\_/ \\    Torch: 2.5.1+cu121. CUDA: 7.5. CUDA Toolkit: 12.1. Triton: 3.1.0\n"
+     "\\        /    Bfloat16 = FALSE. FA [Xformers = 0.0.28.post3. FA2 = False]", "unsloth_banner_no_bf16",
+     {"zeroloss.gpu_pre_ampere": True, "train.precision": "fp16"}),
+    ("\\        /    Bfloat16 = TRUE. FA [Xformers = 0.0.29.post3. FA2 = False]", "unsloth_banner_bf16",
+     {"zeroloss.gpu_pre_ampere": False}),
+    ("/usr/local/lib/python3.10/dist-packages/torch/optim/lr_scheduler.py:224: UserWarning: Detected call of "
+     "`lr_scheduler.step()` before `optimizer.step()`. In PyTorch 1.1.0 and later, you should call them in the opposite "
+     "order: `optimizer.step()` before `lr_scheduler.step()`.", "lr_scheduler_before_optimizer",
+     {"train.precision": "fp16"}),
 ]
 
 
@@ -117,6 +143,11 @@ NEAR_MISSES = [
      "megatron_nan_iterations"),
     ("Resized token embeddings from my own script did nothing", "embeddings_resized_grown"),
     ("I set bnb_4bit_compute_dtype=torch.bfloat16 for Linear4bit", "bnb_linear4bit_fp16_input"),
+    ("Fine-tuning method: LoRA", "llamafactory_full_finetune"),
+    ("Quantizing model to 4 bit with GPTQModel.", "llamafactory_kbit_quantizing"),
+    ("[INFO] Add eos token: <|im_end|>.", "llamafactory_pad_from_eos"),
+    ("use_bfloat16 = False in my config", "unsloth_banner_no_bf16"),
+    ("bfloat16 = True. Platform notes follow", "unsloth_banner_bf16"),
 ]
 
 
@@ -156,6 +187,12 @@ ASKED = [
      "nan-loss.grad-explosion"),
     ("Training crashes in the backward pass:", "RuntimeError: CUDA error: misaligned address",
      "system-failure.kernel-fault"),
+    ("QLoRA fine-tuning of gemma-2-9b with Unsloth: the loss is nan after 30 steps.",
+     "==((====))==  Unsloth 2024.12.4: Fast Gemma2 patching. Transformers:4.46.3.\n"
+     "   \\\\   /|    GPU: NVIDIA GeForce GTX 1660. Num GPUs = 1. Max memory: 5.787 GB.\n"
+     "\\        /    Bfloat16 = FALSE. FA [Xformers = 0.0.28.post3. FA2 = False]", "nan-loss.fp16-on-bf16-model"),
+    ("The model I fine-tuned with LLaMA-Factory never stops generating.",
+     "[INFO|2024-08-02 16:19:40] llamafactory.data.template:157 >> Add pad token: </s>", "repetition.eos-masked"),
 ]
 
 
