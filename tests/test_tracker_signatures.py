@@ -122,6 +122,17 @@ PASTES = [
      "`lr_scheduler.step()` before `optimizer.step()`. In PyTorch 1.1.0 and later, you should call them in the opposite "
      "order: `optimizer.step()` before `lr_scheduler.step()`.", "lr_scheduler_before_optimizer",
      {"train.precision": "fp16"}),
+    ("  File \"/opt/conda/lib/python3.10/site-packages/torch/nn/functional.py\", line 2264, in embedding\n"
+     "    return torch.embedding(weight, input, padding_idx, scale_grad_by_freq, sparse)\n"
+     "RuntimeError: 'weight' must be 2-D", "zero3_partitioned_weight_used", {"train.zero_stage": 3}),
+    ("/usr/lib/python3/site-packages/torch/autograd/graph.py:824: UserWarning: Error detected in MmBackward0.\n"
+     "RuntimeError: Function 'MmBackward0' returned nan values in its 0th output.", "anomaly_backward_nan",
+     {"grads.nonfinite": True}),
+    ("ValueError: You can't train a model that has been loaded in 8-bit precision on a different device than the one "
+     "you're training on. Make sure you loaded the model on the correct device using for example "
+     "`device_map={'':torch.cuda.current_device()}`", "kbit_model_on_other_device", {"train.kbit_base": True}),
+    ("ValueError: You can't train a model that has been loaded in 8-bit or 4-bit precision on a different device than "
+     "the one you're training on.", "kbit_model_on_other_device", {"train.kbit_base": True}),
 ]
 
 
@@ -148,6 +159,7 @@ NEAR_MISSES = [
     ("[INFO] Add eos token: <|im_end|>.", "llamafactory_pad_from_eos"),
     ("use_bfloat16 = False in my config", "unsloth_banner_no_bf16"),
     ("bfloat16 = True. Platform notes follow", "unsloth_banner_bf16"),
+    ("Function 'MmBackward0' returned a tensor with no nan values", "anomaly_backward_nan"),
 ]
 
 
