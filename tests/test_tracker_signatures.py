@@ -118,10 +118,6 @@ PASTES = [
      {"zeroloss.gpu_pre_ampere": True, "train.precision": "fp16"}),
     ("\\        /    Bfloat16 = TRUE. FA [Xformers = 0.0.29.post3. FA2 = False]", "unsloth_banner_bf16",
      {"zeroloss.gpu_pre_ampere": False}),
-    ("/usr/local/lib/python3.10/dist-packages/torch/optim/lr_scheduler.py:224: UserWarning: Detected call of "
-     "`lr_scheduler.step()` before `optimizer.step()`. In PyTorch 1.1.0 and later, you should call them in the opposite "
-     "order: `optimizer.step()` before `lr_scheduler.step()`.", "lr_scheduler_before_optimizer",
-     {"train.precision": "fp16"}),
     ("  File \"/opt/conda/lib/python3.10/site-packages/torch/nn/functional.py\", line 2264, in embedding\n"
      "    return torch.embedding(weight, input, padding_idx, scale_grad_by_freq, sparse)\n"
      "RuntimeError: 'weight' must be 2-D", "zero3_partitioned_weight_used", {"train.zero_stage": 3}),
@@ -133,6 +129,10 @@ PASTES = [
      "`device_map={'':torch.cuda.current_device()}`", "kbit_model_on_other_device", {"train.kbit_base": True}),
     ("ValueError: You can't train a model that has been loaded in 8-bit or 4-bit precision on a different device than "
      "the one you're training on.", "kbit_model_on_other_device", {"train.kbit_base": True}),
+    ("(WorkerDict pid=7113) Flash Attention 2.0 only supports torch.float16 and torch.bfloat16 dtypes, but the current "
+     "dype in Qwen2ForCausalLM is torch.float32. You should run training or inference using Automatic Mixed-Precision "
+     "via the `with torch.autocast(device_type='torch_device'):` decorator.", "flash_attn_fp32_weights",
+     {"model.dtype": "fp32", "model.attn_implementation": "flash_attention_2"}),
 ]
 
 
@@ -160,6 +160,8 @@ NEAR_MISSES = [
     ("use_bfloat16 = False in my config", "unsloth_banner_no_bf16"),
     ("bfloat16 = True. Platform notes follow", "unsloth_banner_bf16"),
     ("Function 'MmBackward0' returned a tensor with no nan values", "anomaly_backward_nan"),
+    ("Flash Attention 2 only supports torch.float16 and torch.bfloat16 dtypes, but the current dype in LlamaModel is "
+     "torch.float64", "flash_attn_fp32_weights"),
 ]
 
 
