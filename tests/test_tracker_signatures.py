@@ -133,6 +133,13 @@ PASTES = [
      "dype in Qwen2ForCausalLM is torch.float32. You should run training or inference using Automatic Mixed-Precision "
      "via the `with torch.autocast(device_type='torch_device'):` decorator.", "flash_attn_fp32_weights",
      {"model.dtype": "fp32", "model.attn_implementation": "flash_attention_2"}),
+    ("/data/venv/lib/python3.10/site-packages/trl/trainer/ppo_trainer.py:1240: UserWarning: KL divergence is starting to "
+     "become negative: -12.71 - this might be a precursor for failed training. sometimes this happens because the "
+     "generation kwargs are not correctly set.", "trl_ppo_negative_kl",
+     {"logs.pref.kl_negative": True, "train.pref.algorithm": "ppo"}),
+    ("No chat template is set for this tokenizer, falling back to a default class-level template. This is very "
+     "error-prone, because models are often trained with templates different from the class default!",
+     "chat_template_class_default", {"repetition.template_matches": False}),
 ]
 
 
@@ -162,6 +169,7 @@ NEAR_MISSES = [
     ("Function 'MmBackward0' returned a tensor with no nan values", "anomaly_backward_nan"),
     ("Flash Attention 2 only supports torch.float16 and torch.bfloat16 dtypes, but the current dype in LlamaModel is "
      "torch.float64", "flash_attn_fp32_weights"),
+    ("the KL divergence is positive and stable", "trl_ppo_negative_kl"),
 ]
 
 
@@ -207,6 +215,9 @@ ASKED = [
      "\\        /    Bfloat16 = FALSE. FA [Xformers = 0.0.28.post3. FA2 = False]", "nan-loss.fp16-on-bf16-model"),
     ("The model I fine-tuned with LLaMA-Factory never stops generating.",
      "[INFO|2024-08-02 16:19:40] llamafactory.data.template:157 >> Add pad token: </s>", "repetition.eos-masked"),
+    ("PPO training of my chat model collapses after 200 steps.",
+     "UserWarning: KL divergence is starting to become negative: -12.71 - this might be a precursor for failed training.",
+     "preference-divergence.kl-instability"),
 ]
 
 
