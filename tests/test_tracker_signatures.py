@@ -64,6 +64,9 @@ PASTES = [
     ("[E socket.cpp:957] [c10d] The client socket has timed out after 900s while trying to connect to (10.0.3.17, 29500).\n"
      "torch.distributed.DistNetworkError: The client socket has timed out after 900s while trying to connect to "
      "(10.0.3.17, 29500).", "rendezvous_connect_timeout", {"system.fails_at_init": True}),
+    ("node1:88121:88390 [1] transport/p2p.cc:275 NCCL WARN Cuda failure 'peer access is not supported between these two "
+     "devices'\ntorch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, "
+     "unhandled cuda error", "gpu_peer_access_unsupported", {"system.nccl_error": True}),
     ("torch.distributed.DistStoreError: Timed out after 1801 seconds waiting for clients. 1/2 clients joined.",
      "rendezvous_connect_timeout", {"system.fails_at_init": True}),
     ("  File \"train.py\", line 212, in train_step\n"
