@@ -170,6 +170,11 @@ def knowledge_text() -> str:
     return "\n".join(p.read_text(encoding="utf-8") for p in files)
 
 
+def cites(text: str, url: str) -> bool:
+    """``url`` appears in ``text`` as a whole link: trl/issues/256 is not cited by trl/issues/2564."""
+    return re.search(re.escape(url.rstrip("/")) + r"(?![\w/-])", text) is not None
+
+
 def summary(outcomes: list[Outcome], splits: tuple[str, ...]) -> list[str]:
     known = known_cause_ids()
     cited = knowledge_text()
@@ -184,7 +189,7 @@ def summary(outcomes: list[Outcome], splits: tuple[str, ...]) -> list[str]:
                   ("covered labels", [o for o in mine if o.covered]),
                   ("labels in today's kb", [o for o in mine if o.report["label"] in known]),
                   ("thread not cited by the knowledge",
-                   [o for o in mine if o.report["url"].rstrip("/") not in cited])]
+                   [o for o in mine if not cites(cited, o.report["url"])])]
         batches = sorted({o.report.get("batch", 1) for o in mine})
         if len(batches) > 1:
             groups += [(f"batch {b}", [o for o in mine if o.report.get("batch", 1) == b])

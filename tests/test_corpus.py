@@ -1,6 +1,7 @@
 """The evaluation corpus (bench/corpus) stays well-formed: every report parses, names its
 source, carries a label the knowledge can answer (or says it cannot), and the two halves of the
 split never share a thread."""
+import sys
 from pathlib import Path
 
 import pytest
@@ -60,11 +61,24 @@ def _knowledge_text() -> str:
     return "\n".join(p.read_text(encoding="utf-8") for p in files)
 
 
+def _cites(text: str, url: str) -> bool:
+    """A whole link, as bench/bench_causes.py counts it (its "not cited" row)."""
+    sys.path.insert(0, str(CORPUS.parent))
+    from bench_causes import cites
+
+    return cites(text, url)
+
+
+def test_a_citation_is_a_whole_link():
+    assert _cites("see https://github.com/huggingface/trl/issues/256 (fix)", "https://github.com/huggingface/trl/issues/256")
+    assert not _cites("https://github.com/huggingface/trl/issues/2564", "https://github.com/huggingface/trl/issues/256")
+
+
 def test_no_untouched_holdout_thread_is_a_source_of_the_knowledge():
     """Knowledge written from a holdout thread turns its report into a test of memory. From round 3
     on (filed after this check existed) no holdout thread may be cited in rules/ or kb/; the earlier
     rounds' cited threads are counted apart in bench/results/causes.md."""
     text = _knowledge_text()
     cited = [_load(p)["url"] for s, p in REPORTS
-             if s == "holdout" and _load(p).get("batch", 1) >= 3 and _load(p)["url"].rstrip("/") in text]
+             if s == "holdout" and _load(p).get("batch", 1) >= 3 and _cites(text, _load(p)["url"])]
     assert not cited, cited
