@@ -41,6 +41,9 @@ VALUES = [
     ("with gradient clipping 1.0 and zero stage 3", {"train.grad_clip": 1.0, "train.zero_stage": 3}),
     ("tokenizer.pad_token = tokenizer.eos_token", {"model.pad_is_eos": True}),
     ("continued pretraining of llama on our corpus", {"train.stage": "continued-pretraining"}),
+    ("I train in float32 and the loss is still nan", {"train.precision": "fp32"}),
+    ("llamafactory.model.adapter:103 >> Upcasting trainable params to float32.", {"train.precision": None}),
+    ("DeepSpeed ZeRO3 detected, remaining trainable params in float32.", {"train.precision": None}),
     ("pretraining a 1B model from scratch, loss nan at step 7000", {"train.stage": "pretraining"}),
     ("we are training a GPT-2 from scratch", {"train.stage": "pretraining"}),
     ("在预训练阶段loss突然变成nan", {"train.stage": "pretraining"}),
@@ -362,7 +365,7 @@ SIGNATURES = [
     ("ScatterGatherKernel.cu:144: operator(): block: [0,0,0], thread: [1,0,0] Assertion `idx_dim >= 0 && idx_dim < "
      "index_size && \"index out of bounds\"` failed.", "scatter_gather_index_assert", {"data.tokens.out_of_range": True}),
     ("RuntimeError: FlashAttention only supports Ampere GPUs or newer.", "flash_attn_needs_ampere",
-     {"train.attn_impl": "flash-attn"}),
+     {"train.attn_impl": "flash-attn", "zeroloss.gpu_pre_ampere": True}),
     ("[rank1]:[E1003 18:37:01.833621509 ProcessGroupNCCL.cpp:1709] [PG 0 (default_pg) Rank 1] Timeout at NCCL work: "
      "6463, last enqueued NCCL work: 6463, last completed NCCL work: 6462.", "nccl_watchdog_timeout",
      {"logs.system_error": "nccl-timeout"}),
