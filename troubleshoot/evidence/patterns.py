@@ -23,6 +23,9 @@ MAX_REPEAT = 100
 FLAG = r"(?P<flag>true|false|yes|no|on|off|1|0)(?![\w.])"
 _BEFORE = r"(?<![A-Za-z0-9_.\-])"
 _AFTER = r"(?![A-Za-z0-9_])"
+# The dot leaders of the configuration dumps people paste whole: DeepSpeed's engine print
+# ("  gradient_clipping ............ 1.0") and Megatron's argument list ("  bf16 ...... True").
+_LEADER = r"\s\.{2,80}\s{1,3}"
 
 
 class Pattern(NamedTuple):
@@ -68,7 +71,8 @@ def expand(rx: str) -> str:
 
 def key_expressions(key: str, spec: FactSpec, switch: bool, mapped: bool, quoted: bool = False) -> list[str]:
     """How a key or flag looks in pasted text: ``lr=3e-4``, ``--lr 1e-4``, ``'learning_rate': 2e-05``,
-    ``--fp16``, ``bf16=True``, ``torch_dtype=torch.float16``, ``hidden_size 4096``; a ``quoted``
+    ``--fp16``, ``bf16=True``, ``torch_dtype=torch.float16``, ``hidden_size 4096``,
+    ``gradient_clipping ...... 1.0`` (a pasted DeepSpeed or Megatron config dump); a ``quoted``
     key only as JSON writes it (``"torch_dtype": "bfloat16"`` of a pasted config.json).
 
     Dotted keys (nested config paths) and one-letter keys are for structured files only."""
@@ -77,7 +81,7 @@ def key_expressions(key: str, spec: FactSpec, switch: bool, mapped: bool, quoted
     name = re.escape(key).replace("_", "[-_]")
     if quoted:
         return [r"[\"']" + name + r"[\"']\s{0,3}:\s{0,3}[\"']?(?P<value>[A-Za-z0-9_.\-]{1,40})"]
-    assign = r"[\"']?\s{0,3}[:=]\s{0,3}[\"'\[]?"
+    assign = r"(?:[\"']?\s{0,3}[:=]\s{0,3}[\"'\[]?|" + _LEADER + ")"
     if switch:
         return [_BEFORE + "--" + name + r"(?:[ =]" + FLAG + r")?(?![\w-])",
                 _BEFORE + name + _AFTER + assign + FLAG]
