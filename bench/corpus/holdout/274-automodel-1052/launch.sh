@@ -1,0 +1,1 @@
+torchrun --nproc-per-node 8 examples/llm_finetune/finetune.py

@@ -1,0 +1,1 @@
+python src/api_demo.py     --model_name_or_path /home/user/Downloads/Qwen1.5-1.8B-Chat     --adapter_name_or_path saves/Qwen1.5-1.8B/lora/train_2024-02-06-17-23-29/     --template qwen     --finetuning_type lora
