@@ -163,7 +163,7 @@ def twins(kb: KnowledgeBase) -> dict[str, set[str]]:
         join({cause.id, *(t for t in cause.same_fault if t in kb.causes)})
     for ids in by_condition.values():
         join(ids)
-    return {cid: {i for i in group if i.split(".")[0] != cid.split(".")[0]}
+    return {cid: {i for i in group if kb.causes[i].symptom != kb.causes[cid].symptom}
             for cid, group in groups.items() if len(group) > 1}
 
 

@@ -173,8 +173,7 @@ def _double_counting(kb: KnowledgeBase) -> list[Problem]:
 def _public_sources(kb: KnowledgeBase) -> list[Problem]:
     """Sources are links a user can open: https URLs, never seed files or internal notes."""
     out = []
-    items = [(c.id, c.line, kb.symptoms[c.symptom].file, [*c.sources, *(s for r in c.reported_as for s in r.sources)])
-             for c in kb.causes.values()]
+    items = [(c.id, c.line, kb.symptoms[c.symptom].file, c.cited()) for c in kb.causes.values()]
     items += [(f.id, f.line, kb.symptoms[f.symptom].file, [*f.sources, *(s for a in f.did_not_work for s in a.sources)])
               for f in kb.fixes.values()]
     for owner, line, file, sources in items:

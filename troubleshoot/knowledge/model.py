@@ -145,6 +145,10 @@ class Cause:
     same_fault: list[str] = field(default_factory=list)  # causes of other symptoms that are this fault
     line: int = 0
 
+    def cited(self) -> list[str]:
+        """Every public origin the cause names: its sources, then the threads of its report phrases."""
+        return [*self.sources, *(s for r in self.reported_as for s in r.sources)]
+
 
 @dataclass
 class Fix:

@@ -77,7 +77,7 @@ def citations(kb: KnowledgeBase) -> dict[str, Citations]:
     """Every source string -> the causes, fixes and failed attempts citing it (seeds first)."""
     table: dict[str, Citations] = {}
     for cause in kb.causes.values():
-        for src in dict.fromkeys([*cause.sources, *(s for r in cause.reported_as for s in r.sources)]):
+        for src in dict.fromkeys(cause.cited()):
             table.setdefault(src, Citations()).causes.append(cause)
     for fix in kb.fixes.values():
         for src in dict.fromkeys(fix.sources):
