@@ -3,7 +3,9 @@ rank 1 alone gets a NaN in its inputs at step ``at``. Kept apart from the test m
 ``torch.multiprocessing.spawn`` children import only torch and the guard."""
 from __future__ import annotations
 
+import gc
 import json
+import os
 from pathlib import Path
 
 import torch
@@ -47,5 +49,11 @@ def worker(rank: int, world: int, folder: str, at: int) -> None:
     (out / f"rank{rank}.json").write_text(json.dumps({
         "incidents": [str(p) for p in guard.incidents], "steps": steps, "loss": float(loss),
         "finite": bool(torch.isfinite(params).all()), "params": params.sum().item()}))
+    # Gloo can abort at interpreter exit ("terminate called without an active exception") when
+    # DDP's reducer still holds the group and its threads meet static destructors (pytorch#179291):
+    # drop every holder, tear the group down while both ranks are alive, and skip finalization.
+    del guard, opt, model
+    gc.collect()
     dist.barrier()  # neither rank tears gloo down while the other may still use the connection
     dist.destroy_process_group()
+    os._exit(0)
