@@ -5,6 +5,7 @@ import pytest
 import yaml
 
 from troubleshoot.matcher import SymptomMatcher, normalize, tokens
+from troubleshoot.prose import prose
 
 FIXTURES = Path(__file__).resolve().parent / "paraphrases"
 
@@ -110,3 +111,16 @@ def test_a_long_report_in_its_own_words_is_not_weak(shipped_kb):
     assert ranked[0].id == "tp-mismatch" and matcher.verdict(story, ranked) == "match"
     short = "zorblat quuxing frobnicator wibble loss tp"
     assert matcher.verdict(short, matcher.match_report(short)) in ("weak", "off-topic")
+
+
+def test_a_confident_headline_outweighs_the_paste_below_it(shipped_kb):
+    """An issue's title says what went wrong; the log pasted under it mentions NaN and masks that
+    are not the problem. A first line that is itself no confident match changes nothing."""
+    matcher = SymptomMatcher(shipped_kb)
+    body = ("\n".join(["{'loss': nan, 'grad_norm': nan}", "attention_mask padding side left",
+                       "warning: attention mask not set, padding token nan"] * 3))
+    titled = "Loss not decreasing, stuck at 2.3 after 3 epochs of LoRA\n" + body
+    assert matcher.match_report(body)[0].id != "loss-plateau"
+    assert matcher.match_report(titled)[0].id == "loss-plateau"
+    untitled = "Traceback (most recent call last):\n" + body
+    assert [m.score for m in matcher.match_report(untitled)] == [m.score for m in matcher.match(prose(untitled))]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from rapidfuzz import fuzz, process
 
@@ -39,6 +39,9 @@ MIN_KNOWN_SHARE = 0.5     # weak: fewer of the query's English words than this a
 ENOUGH_KNOWN_WORDS = 8    # ... unless this many are: a long report tells its story in other words too
 TYPICAL_SHARE_SCALE = 4   # a word in a quarter of a symptom's aliases gets the full weight
 REPORT_WORDS = 8          # the word signal is a share of at most this many distinctive words' idf
+HEADLINE_WEIGHT = 0.4     # a confident first line's share of a report's scores (tune half: 0.3-0.5 alike)
+HEADLINE_CHARS = 200      # a longer first line is prose or a paste, not a title
+HEADLINE_MIN = 0.45       # a confident headline ("Traceback (most recent call last):" scores 0.38)
 
 STOPWORDS = frozenset("""
 a an the is are was were be been being to of in on at for with and or but not no my our your i we
@@ -130,8 +133,19 @@ class SymptomMatcher:
 
     def match_report(self, report: str, limit: int | None = None) -> list[Match]:
         """``match`` on what a pasted report says (``prose``): its head and tail when long, without
-        template headings, links, paths and versions, which say nothing about the problem."""
-        return self.match(prose(bounded(report)), limit)
+        template headings, links, paths and versions, which say nothing about the problem.
+
+        A report's first line is its headline (an issue title, "loss 不下降"): when it alone is a
+        confident match (HEADLINE_MIN), it counts HEADLINE_WEIGHT of every score, so a pasted log below that
+        mentions NaN, OOM or masks everywhere does not outvote what the writer said went wrong."""
+        ranked = self.match(prose(bounded(report)))
+        head = headline(report)
+        heads = self.match(prose(head)) if head else []
+        if heads and heads[0].score >= HEADLINE_MIN:
+            by_id = {m.id: m.score for m in heads}
+            ranked = sorted((replace(m, score=round((1 - HEADLINE_WEIGHT) * m.score + HEADLINE_WEIGHT * by_id[m.id], 4))
+                             for m in ranked), key=lambda m: (-m.score, m.id))
+        return ranked[:limit] if limit else ranked
 
     def match(self, query: str, limit: int | None = None) -> list[Match]:
         """Every symptom scored against ``query`` as written (the site's search box mirrors this)."""
@@ -196,6 +210,12 @@ class SymptomMatcher:
             if score > best:
                 best, best_alias = score, alias
         return best, best_alias
+
+
+def headline(report: str) -> str | None:
+    """The first line of a report of several lines, when it is short enough to be a title."""
+    lines = [line.strip() for line in report.strip().splitlines() if line.strip()]
+    return lines[0] if len(lines) > 1 and len(lines[0]) <= HEADLINE_CHARS else None
 
 
 def bounded(query: str) -> str:

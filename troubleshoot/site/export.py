@@ -104,7 +104,7 @@ def search_index(kb: KnowledgeBase, urls: dict[str, str]) -> dict:
     """
     m = matcher.SymptomMatcher(kb)
     consts = ("WORD_WEIGHT", "PHRASE_WEIGHT", "MIN_SCORE", "AMBIGUOUS_MARGIN", "TYPO_CUTOFF", "PASTED_DISCOUNT",
-              "MAX_MATCH_CHARS")
+              "MAX_MATCH_CHARS", "HEADLINE_WEIGHT", "HEADLINE_CHARS", "HEADLINE_MIN")
     return {
         "consts": {**{name: getattr(matcher, name) for name in consts if hasattr(matcher, name)},
                    "word_mass_cap": m.word_mass_cap},

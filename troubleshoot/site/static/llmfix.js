@@ -252,7 +252,24 @@
 
   // What a pasted report says (matcher.match_report): the search box scores this, like `llmfix ask`.
   Matcher.prototype.clean = function (report) { return this.prose.clean(bounded(report, this.c.MAX_MATCH_CHARS)); };
-  Matcher.prototype.matchReport = function (report) { return this.match(this.clean(report)); };
+  // matcher.headline: the first line of a report of several lines, when short enough to be a title.
+  Matcher.prototype.headline = function (report) {
+    var self = this;
+    var lines = this.prose.strip(report).split(LINE_BREAK).map(function (l) { return self.prose.strip(l); }).filter(Boolean);
+    return lines.length > 1 && Array.from(lines[0]).length <= this.c.HEADLINE_CHARS ? lines[0] : null;
+  };
+  // A confident headline counts HEADLINE_WEIGHT of every score (matcher.match_report).
+  Matcher.prototype.matchReport = function (report) {
+    var ranked = this.match(this.clean(report)), head = this.headline(report), c = this.c;
+    var heads = head === null ? [] : this.match(this.clean(head));
+    if (!heads.length || heads[0].score < c.HEADLINE_MIN) return ranked;
+    var byId = new Map(heads.map(function (m) { return [m.id, m.score]; }));
+    ranked.forEach(function (m) {
+      m.score = Number(((1 - c.HEADLINE_WEIGHT) * m.score + c.HEADLINE_WEIGHT * byId.get(m.id)).toFixed(4));
+    });
+    ranked.sort(function (x, y) { return y.score - x.score || (x.id < y.id ? -1 : x.id > y.id ? 1 : 0); });
+    return ranked;
+  };
 
   Matcher.prototype.tokens = function (text) { return tokens(text, this.stop, this.cjkStop); };
 
