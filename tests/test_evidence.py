@@ -529,6 +529,9 @@ BF16_NAMES = [
     ("mistralai/Mistral-7B-v0.1 with model.half()", "Mistral"),
     ("Loss nan while fine tuning Falcon7b with the default settings", "Falcon7b"),
     ("base_model: tiiuae/falcon-40b", "falcon-40b"),
+    ("--model_name_or_path /home/models/Baichuan2-7B-Chat --fp16", "Baichuan2"),
+    ("用Baichuan2_13B做全参微调", "Baichuan2"),
+    ("fine-tuning deepseek-llm-7b-base with fp16", "deepseek-llm"),
 ]
 NOT_BF16_NAMES = [
     "fine-tuning gpt2 with fp16=True",                  # GPT-2 was released in fp32
@@ -538,6 +541,7 @@ NOT_BF16_NAMES = [
     "I'm not using Qwen2, it's gpt2 with fp16",         # a negated name sets nothing
     "没有用gemma，用的是opt-1.3b",
     "the falconry dataset",
+    "baichuan-inc/Baichuan-13B-Chat --fp16",            # Baichuan 1 is not checked
 ]
 
 
