@@ -531,6 +531,7 @@ BF16_NAMES = [
     ("base_model: tiiuae/falcon-40b", "falcon-40b"),
     ("--model_name_or_path /home/models/Baichuan2-7B-Chat --fp16", "Baichuan2"),
     ("用Baichuan2_13B做全参微调", "Baichuan2"),
+    ("用Qwen2-7B做sft，loss不降", "Qwen2"),            # a CJK letter before the name is no word of it
     ("fine-tuning deepseek-llm-7b-base with fp16", "deepseek-llm"),
 ]
 NOT_BF16_NAMES = [
