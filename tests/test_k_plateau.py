@@ -57,6 +57,28 @@ def test_adapter_start_loss_is_read_from_words(kb, text, expected):
     assert _fact(kb, text, "badinit.adapter_start_loss_high") == expected
 
 
+@pytest.mark.parametrize("text, expected", [
+    ('"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu", "pin_memory": true}}', "cpu"),
+    ('"offload_optimizer": {"device": "none"}, "offload_param": {"device": "cpu"}', "none"),   # params, not the optimizer
+    ("deepspeed --deepspeed examples/deepspeed/ds_z3_offload_config.json", "cpu"),
+    ("ZeRO-Infinity with the optimizer on NVMe: --offload_optimizer nvme", "nvme"),
+    ("zero2 on 8 A100s", None),
+])
+def test_optimizer_offload_is_read_from_configs_and_words(kb, text, expected):
+    assert _fact(kb, text, "dist.optimizer_offload_device") == expected
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("after I turned off cpu offload the loss goes down", True),
+    ("cpu_offload=False, it converges", True),
+    ("关闭offload之后loss正常下降", True),
+    ("with cpu offload the loss goes down fine", None),
+    ("I never tried offload", None),
+])
+def test_convergence_without_offload_is_read_from_words(kb, text, expected):
+    assert _fact(kb, text, "lossplateau.converges_without_offload") == expected
+
+
 CASES = [
     ("after upgrading transformers to 4.57 the loss stopped decreasing; the same script and data trained fine "
      "before, and going back to 4.40 fixes it", "loss-plateau.framework-regression"),
@@ -64,6 +86,9 @@ CASES = [
     ("LoRA fine-tune of qwen2 with init_lora_weights=False: the initial loss is much higher than the base model",
      "bad-init.adapter-not-identity"),
     ("AdaLoRA on llama-2-7b: high loss right after init, before a single training step", "bad-init.adapter-not-identity"),
+    ("deepspeed zero2 with cpu offload, the loss is stuck at 4 and never goes down; after I turned off cpu offload "
+     "it converges", "loss-plateau.optimizer-offload-bug"),
+    ("ZeRO-3 cpu offload 微调 qwen loss不下降，关闭offload之后loss正常下降", "loss-plateau.optimizer-offload-bug"),
     ("I added 20 special tokens and called resize_token_embeddings; now the initial loss is far higher than before "
      "fine-tuning", "bad-init.new-token-init"),
 ]
