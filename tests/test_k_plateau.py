@@ -83,6 +83,7 @@ CASES = [
     ("after upgrading transformers to 4.57 the loss stopped decreasing; the same script and data trained fine "
      "before, and going back to 4.40 fixes it", "loss-plateau.framework-regression"),
     ("升级transformers之后loss不下降了，脚本和数据都没变", "loss-plateau.framework-regression"),
+    ("after upgrading deepspeed to 0.12.2 the training loss is always 0 with zero3", "zero-loss.framework-regression"),
     ("LoRA fine-tune of qwen2 with init_lora_weights=False: the initial loss is much higher than the base model",
      "bad-init.adapter-not-identity"),
     ("AdaLoRA on llama-2-7b: high loss right after init, before a single training step", "bad-init.adapter-not-identity"),
