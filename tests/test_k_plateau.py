@@ -165,3 +165,22 @@ def test_the_load_report_ranks_the_unloaded_checkpoint_first(tmp_path):
     report = _load_report(tmp_path, prefix="module.", head_class="LlamaForCausalLM")
     ranked = _ranked("fine-tuning from my own checkpoint, the loss stays around 4.1 and does not go down\n" + report)
     assert ranked[0] == "loss-plateau.pretrained-not-loaded", ranked[:5]
+
+
+def test_the_trainer_error_for_a_missing_loss_is_recognised(kb, tmp_path):
+    """The real message, raised by Trainer.compute_loss when the batch carries no labels."""
+    import torch
+    import transformers
+
+    config = transformers.LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                      num_attention_heads=2, num_key_value_heads=2)
+    model = transformers.LlamaForCausalLM(config)
+    args = transformers.TrainingArguments(output_dir=str(tmp_path), report_to=[], use_cpu=True)
+    trainer = transformers.Trainer(model=model, args=args)
+    batch = {"input_ids": torch.tensor([[1, 2, 3, 4]]), "attention_mask": torch.ones(1, 4, dtype=torch.long)}
+    with pytest.raises(ValueError) as raised:
+        trainer.compute_loss(model, batch)
+    evidence = extract(kb, f"Traceback (most recent call last):\nValueError: {raised.value}")
+    assert "trainer_model_returned_no_loss" in {s.signature.id for s in evidence.signatures}
+    assert "trainer_model_returned_no_loss" not in {
+        s.signature.id for s in extract(kb, "the model returned a loss of 2.3 from the inputs").signatures}
