@@ -153,3 +153,14 @@ def test_a_reward_that_climbs_while_answers_worsen_stays_reward_hacking():
 def test_literal_backslash_n_stays_escape_characters():
     ranked = _ranked("after sft the model prints a literal \\n instead of line breaks in every answer")
     assert ranked[0] == "data-artifacts.escape-characters", ranked[:3]
+
+
+def test_loops_that_an_older_vllm_does_not_make_are_a_regression():
+    ranked = _ranked("since upgrading vllm to 0.11 our fine-tuned qwen repeats the same sentence until max_tokens; "
+                     "rolling back to vllm 0.10.2 fixes it")
+    assert "repetition.framework-regression" in ranked[:3], ranked[:5]
+
+
+def test_loops_without_a_version_story_stay_with_the_eos_causes():
+    ranked = _ranked("my fine-tuned llama repeats the same sentence and never stops")
+    assert "repetition.framework-regression" not in ranked[:3], ranked[:5]
