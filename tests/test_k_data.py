@@ -164,3 +164,22 @@ def test_loops_that_an_older_vllm_does_not_make_are_a_regression():
 def test_loops_without_a_version_story_stay_with_the_eos_causes():
     ranked = _ranked("my fine-tuned llama repeats the same sentence and never stops")
     assert "repetition.framework-regression" not in ranked[:3], ranked[:5]
+
+
+@pytest.mark.parametrize("text", [
+    "we pass a custom 4D attention mask for packed sequences",
+    "the 4d mask has shape (batch, 1, q, k)",
+    "用4D attention mask做packing",
+])
+def test_a_custom_4d_mask_is_read(kb, text):
+    assert fact(kb, text, "mask.custom_4d") is True
+
+
+def test_a_2d_padding_mask_is_not_a_custom_4d_mask(kb):
+    assert fact(kb, "attention_mask is the usual 2D padding mask from the tokenizer", "mask.custom_4d") is None
+
+
+def test_a_mask_that_broke_with_a_release_is_a_regression():
+    ranked = _ranked("packing with a custom 4D attention mask worked on transformers 4.40; after upgrading to 4.43 "
+                     "the loss is much worse, and pinning 4.40 fixes it")
+    assert "mask-error.framework-regression" in ranked[:3], ranked[:5]
