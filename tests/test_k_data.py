@@ -183,3 +183,26 @@ def test_a_mask_that_broke_with_a_release_is_a_regression():
     ranked = _ranked("packing with a custom 4D attention mask worked on transformers 4.40; after upgrading to 4.43 "
                      "the loss is much worse, and pinning 4.40 fixes it")
     assert "mask-error.framework-regression" in ranked[:3], ranked[:5]
+
+
+@pytest.mark.parametrize("text", [
+    "GRPOConfig(loss_type='grpo', beta=0.0)",
+    "actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean",
+    "the loss is normalized by each response's own length",
+])
+def test_a_per_completion_length_normalised_loss_is_read(kb, text):
+    assert fact(kb, text, "pref.seq_mean_loss") is True
+
+
+@pytest.mark.parametrize("text", [
+    "GRPOConfig(loss_type='dr_grpo')",
+    "actor_rollout_ref.actor.loss_agg_mode=token-mean",
+])
+def test_length_unbiased_aggregations_are_not_read_as_biased(kb, text):
+    assert fact(kb, text, "pref.seq_mean_loss") is None
+
+
+def test_wrong_answers_growing_longer_point_at_the_length_bias():
+    ranked = _ranked("verl GRPO with loss_agg_mode=seq-mean-token-mean on math: the wrong answers get longer and "
+                     "longer while accuracy stays flat")
+    assert "preference-divergence.length-normalization-bias" in ranked[:3], ranked[:5]
