@@ -206,3 +206,23 @@ def test_wrong_answers_growing_longer_point_at_the_length_bias():
     ranked = _ranked("verl GRPO with loss_agg_mode=seq-mean-token-mean on math: the wrong answers get longer and "
                      "longer while accuracy stays flat")
     assert "preference-divergence.length-normalization-bias" in ranked[:3], ranked[:5]
+
+
+@pytest.mark.parametrize("text", [
+    "the aux loss is added twice, once in the model forward and once in the trainer",
+    "SFTTrainer double counts the aux loss for Qwen3-MoE",
+    "the router aux_loss is multiplied by the world size",
+    "MoE的aux loss加了两次",
+])
+def test_an_over_weighted_aux_loss_is_read(kb, text):
+    assert fact(kb, text, "moe.aux_loss_overweighted") is True
+
+
+def test_an_aux_loss_that_is_simply_logged_is_not_over_weighted(kb):
+    assert fact(kb, "the aux loss is logged every step and decreases slowly", "moe.aux_loss_overweighted") is None
+
+
+def test_a_doubled_aux_loss_is_ranked():
+    ranked = _ranked("Qwen3-30B-A3B SFT with TRL: the aux loss is added twice, once by the model and once by SFTTrainer, "
+                     "so the experts are balanced too hard")
+    assert "moe-routing.aux-loss-double-counted" in ranked[:3], ranked[:5]
