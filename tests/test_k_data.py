@@ -226,3 +226,23 @@ def test_a_doubled_aux_loss_is_ranked():
     ranked = _ranked("Qwen3-30B-A3B SFT with TRL: the aux loss is added twice, once by the model and once by SFTTrainer, "
                      "so the experts are balanced too hard")
     assert "moe-routing.aux-loss-double-counted" in ranked[:3], ranked[:5]
+
+
+@pytest.mark.parametrize("text", [
+    "the rotary embedding ignores the position_ids we pass for packed documents",
+    "positions are never set by the dataloader",
+    "position ids restart in the middle of a document",
+    "packing训练时位置编码没有按文档重置",
+])
+def test_rope_that_ignores_real_positions_is_read(kb, text):
+    assert fact(kb, text, "posenc.positions_ignored") is True
+
+
+def test_left_padding_positions_are_not_the_packing_fault(kb):
+    assert fact(kb, "position_ids do not start at 0 with left padding in batched generation", "posenc.positions_ignored") is None
+
+
+def test_rope_positions_of_packed_documents_are_ranked():
+    ranked = _ranked("sample packing in our own trainer: RoPE ignores the position ids, each packed document keeps "
+                     "counting from where the previous one ended")
+    assert "position-encoding.position-ids-ignored" in ranked[:3], ranked[:5]
