@@ -1,7 +1,7 @@
 """Causes from the nan-loss / fp16-overflow / loss-spike survey of public threads (session 2026-11-24
 third): the staircase loss of multi-epoch fine-tuning, the harmless skipped steps of a dynamic loss
-scaler finding its level, framework regressions seen as spikes or as fp16 NaN, and verl's PPO update
-dividing by zero accumulation steps. Each text fact is read from wording written for this test (EN and
+scaler finding its level, framework regressions seen as spikes or as fp16 NaN, verl's PPO update
+dividing by zero accumulation steps, and torch.compile kernels that go NaN where eager mode does not. Each text fact is read from wording written for this test (EN and
 ZH) and left unset by near misses; each cause ranks in the top 3 for a short report written here."""
 from __future__ import annotations
 
@@ -114,6 +114,36 @@ def test_zero_accumulation_wording(kb, text, expected):
     assert fact(kb, "nanloss.zero_grad_accumulation", text) is expected
 
 
+# --- nanloss.eager_finite / train.torch_compile ----------------------------------------------------
+
+@pytest.mark.parametrize("text", [
+    "without torch.compile the same run trains fine",
+    "only inductor gives nan, the eager and aot_eager backends are fine",
+    "torch.compile() makes the loss nan",
+    "with --compile=False there is no nan",
+    "去掉 compile 之后训练就正常了",
+])
+def test_a_finite_eager_run_is_read(kb, text):
+    assert fact(kb, "nanloss.eager_finite", text) is True
+
+
+@pytest.mark.parametrize("text", [
+    "torch.compile is slower than eager",
+    "without gradient clipping the loss went nan",
+    "I disabled flash attention and now it works fine",
+])
+def test_other_comparisons_are_not_the_compile_test(kb, text):
+    assert fact(kb, "nanloss.eager_finite", text) is None
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("model = torch.compile(model)", True), ("TrainingArguments(torch_compile=True)", True),
+    ("python train.py --compile=False", False), ("compile the dataset into shards", None),
+])
+def test_compile_settings(kb, text, expected):
+    assert fact(kb, "train.torch_compile", text) is expected
+
+
 # --- the causes, ranked from short reports ----------------------------------------------------
 
 @pytest.mark.parametrize("text, cause", [
@@ -137,6 +167,9 @@ def test_zero_accumulation_wording(kb, text, expected):
     ("GRPO with verl on Qwen2.5-0.5B: fine on one GPU, but on 4 GPUs grad_norm is nan from the first step.\n"
      + VERL.format(mini=16, micro=32, n=5, gpus=4),
      "nan-loss.zero-accumulation-steps"),
+    ("Pretraining a 124M GPT with compile=True: the loss turns nan after 3k iterations; with --compile=False the same "
+     "run is fine.", "nan-loss.compiled-kernels"),
+    ("训练时开了 torch.compile，loss 几百步后变成 nan，去掉 compile 就正常了", "nan-loss.compiled-kernels"),
 ])
 def test_the_report_ranks_its_cause_in_the_top_3(text, cause):
     assert cause in ranked(text)[:3]
