@@ -35,9 +35,17 @@ FACT_CASES = [
     ("system.extension_abi_mismatch", "undefined symbol: _ZN2at4_ops5zeros4callEN3c108ArrayRefINS2_6SymIntEEE"),
     # imports between library releases that do not fit
     ("system.library_import_error", "ImportError: cannot import name 'is_torch_greater_or_equal_than_1_13' from 'transformers.pytorch_utils'"),
+    # an error next to a version change
+    ("system.crash_error", "Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\nAttributeError: 'NoneType' object has no attribute 'shape'"),
+    ("system.crash_error", "升级 trl 之后一启动就报错"),
     # ZeRO-3 memory pressure
     ("system.allocator_cache_flush", "[2024-05-02 10:11:12,345] [WARNING] [stage3.py:2069:step] 4 pytorch allocator cache flushes since last step. "
                                      "this happens when there is high memory pressure and is detrimental to performance."),
+    # a vision-language checkpoint in a text-only loader
+    ("export.vlm_text_loader", "ValueError: Unrecognized configuration class <class 'transformers.models.llava.configuration_llava.LlavaConfig'> "
+                               "for this kind of AutoModel: AutoModelForCausalLM."),
+    ("export.vlm_text_loader", "ERROR [core.py:340] ValueError: There is no module or parameter named 'language_model' in Gemma3ForCausalLM"),
+    ("export.vlm_model", "LoRA 微调 Qwen2.5-VL-7B-Instruct 之后合并"),
     # the framework's own merge command
     ("export.framework_merge_tool", "model.save_pretrained_merged(\"out\", tokenizer, save_method=\"merged_16bit\")"),
 ]
@@ -58,6 +66,12 @@ NEAR_MISSES = [
     ("system.extension_abi_mismatch", "OSError: libcudart.so.11.0: cannot open shared object file: No such file or directory"),
     # importing from the user's own module is not a library mismatch
     ("system.library_import_error", "ImportError: cannot import name 'build_dataset' from 'mydata'"),
+    # no error: the job runs on
+    ("system.crash_error", "there is no error message, the job just sits at step 120 with GPUs at 100%"),
+    # a text model's config class in the same error is not a vision-language one
+    ("export.vlm_text_loader", "ValueError: Unrecognized configuration class <class 'transformers.models.t5.configuration_t5.T5Config'> "
+                               "for this kind of AutoModel: AutoModelForCausalLM."),
+    ("export.vlm_model", "merged my qwen2.5-7b-instruct lora and served it with vllm"),
     # the cache emptied on purpose, no warning
     ("system.allocator_cache_flush", "I call torch.cuda.empty_cache() after every evaluation to free memory"),
 ]
@@ -90,6 +104,11 @@ REPORTS = [
     ("after upgrading unsloth, save_pretrained_merged writes a merged model that answers exactly like the base; "
      "loading the lora adapter on the base works, and the previous unsloth version merged fine",
      "save-export.framework-regression"),
+    ("fine-tuned llava-1.5-7b-hf with LoRA, merging with my peft script fails: ValueError: Unrecognized configuration class "
+     "<class 'transformers.models.llava.configuration_llava.LlavaConfig'> for this kind of AutoModel: AutoModelForCausalLM.",
+     "save-export.vlm-loaded-as-text-model"),
+    ("qwen2-vl lora 合并后用 vllm 部署报错 There is no module or parameter named 'language_model'",
+     "save-export.vlm-loaded-as-text-model"),
 ]
 
 
@@ -109,6 +128,12 @@ def test_a_device_mismatch_is_not_a_dtype_mismatch():
     report = ("inference after lora merge: RuntimeError: Expected all tensors to be on the same device, "
               "but found at least two devices, cuda:0 and cpu!")
     assert "system-failure.dtype-mismatch" not in ranked(report)[:3]
+
+
+def test_a_nan_that_a_downgrade_fixes_stays_with_the_nan_regression():
+    top = ranked("loss becomes nan after upgrading deepspeed to 0.14 on 8 GPUs; downgrading to deepspeed 0.13 fixes it")
+    assert top[0] == "nan-loss.framework-regression", top[:3]
+    assert "system-failure.framework-regression" not in top[:3]
 
 
 def test_an_oom_without_the_flush_warning_stays_a_training_oom():
