@@ -1,6 +1,7 @@
 """Causes added from the k-system survey of public tracker threads (system-failure, save-export):
 a dtype mismatch in a matmul, a batch without labels, a compiled extension built for another torch,
-a framework release that broke training or export, and ZeRO-3 memory pressure.
+a framework release that broke training or export, ZeRO-3 memory pressure, and a vision-language
+model merged or served through a text-only loader.
 
 The error lines set their facts, near misses do not, and a short report written for this test in
 the words such reports use ranks the cause in the top 3 of `llmfix ask --no-input --json`."""
