@@ -181,6 +181,7 @@ def test_the_trainer_error_for_a_missing_loss_is_recognised(kb, tmp_path):
     with pytest.raises(ValueError) as raised:
         trainer.compute_loss(model, batch)
     evidence = extract(kb, f"Traceback (most recent call last):\nValueError: {raised.value}")
-    assert "trainer_model_returned_no_loss" in {s.signature.id for s in evidence.signatures}
-    assert "trainer_model_returned_no_loss" not in {
+    assert "trainer_no_loss" in {s.signature.id for s in evidence.signatures}
+    assert evidence.facts["system.no_loss_returned"].value is True
+    assert "trainer_no_loss" not in {
         s.signature.id for s in extract(kb, "the model returned a loss of 2.3 from the inputs").signatures}
