@@ -35,6 +35,7 @@ IMPLIES_SYMPTOM_SCORE = 0.25  # ... that lifts a cause at least this high puts i
 MATCH_TEMPERATURE = 0.02    # weight of a matched symptom: exp(-(best match - its match) / this)
 OBSERVED_LEAD = 0.03        # a symptom seen to happen counts as matching this much better (weight x0.22)
 SETTINGS_SOURCE = "probe:setup"  # run settings describe the setup, not a problem: they never imply a symptom
+AGNOSTIC_SYMPTOMS = 5       # a fact supporting causes of this many symptoms says how it broke, not what broke
 
 Asker = Callable[[Question], Any]  # returns a value, None for "don't know"; raises EOFError to stop
 
@@ -267,18 +268,33 @@ def implied_symptoms(kb: KnowledgeBase, facts: Mapping[str, Fact]) -> dict[str, 
     """Symptoms that probed facts point to: a cause lifted to ≥ 0.25 by a holding item of ratio ≥ 2.
 
     Healthy artifacts still publish facts (padding side, dtype, ...); weak ones must not turn a
-    clean report into a list of possible problems, and run settings (``_is_setting``) never do."""
+    clean report into a list of possible problems, and neither run settings (``_is_setting``) nor
+    facts common to many symptoms' causes (``_symptom_agnostic``) ever do."""
     values = {name: f.value for name, f in facts.items()}
+    agnostic = _symptom_agnostic(kb)
     implied: dict[str, float] = {}
     for cause in kb.causes.values():
         for ev in cause.evidence:
             if (ev.lr < IMPLIES_SYMPTOM_LR or not _holds(ev.when, values)
-                    or all(_is_setting(kb, facts[n]) for n in ev.when.facts & facts.keys())):
+                    or all(_is_setting(kb, facts[n]) or n in agnostic for n in ev.when.facts & facts.keys())):
                 continue
             score = score_cause(cause, facts)[0]
             if score >= IMPLIES_SYMPTOM_SCORE:
                 implied[cause.symptom] = max(implied.get(cause.symptom, 0.0), score)
     return implied
+
+
+def _symptom_agnostic(kb: KnowledgeBase) -> set[str]:
+    """Facts that support causes of AGNOSTIC_SYMPTOMS symptoms or more. "Pinning the previous
+    DeepSpeed fixes it" supports a framework regression under every symptom it can show as: it
+    says how the run broke, not whether it NaNs, stalls or loops, so it puts no symptom on the table."""
+    symptoms: dict[str, set[str]] = {}
+    for cause in kb.causes.values():
+        for ev in cause.evidence:
+            if ev.lr >= IMPLIES_SYMPTOM_LR:
+                for name in ev.when.facts:
+                    symptoms.setdefault(name, set()).add(cause.symptom)
+    return {name for name, ids in symptoms.items() if len(ids) >= AGNOSTIC_SYMPTOMS}
 
 
 def _is_setting(kb: KnowledgeBase, fact: Fact) -> bool:
