@@ -311,3 +311,16 @@ def test_a_symptom_seen_to_happen_leads_one_the_words_only_suggest(kb):
     assert weights["loss-spike"] == pytest.approx(math.exp(-OBSERVED_LEAD / MATCH_TEMPERATURE))
     assert diag.causes[0].symptom == "nan-loss"
     assert diagnose(kb, {"nan-loss": 0.8, "loss-spike": 0.8}).causes[0].id == "loss-spike.lr-peak"
+
+
+def test_a_fact_common_to_many_symptoms_causes_puts_no_symptom_on_the_table(shipped_kb):
+    """'Pinning the previous DeepSpeed fixes it' supports a framework regression under every
+    symptom it can show as: it ranks the reported symptom's causes, and lists no other symptom
+    (it once listed zero-loss, loss-plateau, repetition and five more for one crash report)."""
+    obs = Observations()
+    obs.fact("dist.version_change_fixes", True, "text")
+    diag = diagnose(shipped_kb, {"system-failure": 0.55}, obs)
+    assert [s.id for s in diag.symptoms] == ["system-failure"]
+    assert diag.causes[0].id == "system-failure.framework-regression"
+    alone = diagnose(shipped_kb, {}, obs)
+    assert alone.symptoms == [] and alone.causes == []
