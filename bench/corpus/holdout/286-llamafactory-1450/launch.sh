@@ -1,0 +1,20 @@
+CUDA_VISIBLE_DEVICES=0 python src/train_bash.py \
+    --stage sft \
+    --model_name_or_path /web/models/ChatGLM3/ZhipuAI/wh_chatglm3/ \
+    --do_train \
+    --dataset self_cognition \
+    --template chatglm3 \
+    --finetuning_type lora \
+    --lora_target query_key_value \
+    --output_dir /web/utils/LLaMA-Factory/new_chatglm3\
+    --overwrite_cache \
+    --per_device_train_batch_size 4 \
+    --gradient_accumulation_steps 4 \
+    --lr_scheduler_type cosine \
+    --logging_steps 10 \
+    --eval_steps 100 \
+    --save_steps 100 \
+    --learning_rate 5e-5 \
+    --num_train_epochs 50.0 \
+    --plot_loss \
+    --fp16

@@ -1,0 +1,1 @@
+bash bmtrain_mgpu.sh

@@ -1,0 +1,1 @@
+python train.py config/finetune_shakespeare.py --bias=True

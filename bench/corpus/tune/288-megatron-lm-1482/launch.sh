@@ -1,0 +1,14 @@
+MOE_ARGS="
+    --moe-grouped-gemm \
+    --moe-token-dispatcher-type alltoall \
+    --moe-shared-expert-intermediate-size 2048 \
+    --num-experts 16 \
+    --moe-router-topk 8 \
+    --moe-ffn-hidden-size 2048 \
+    --moe-router-load-balancing-type seq_aux_loss \
+    --moe-router-pre-softmax \
+    --moe-router-topk-scaling-factor 2.5 \
+    --moe-aux-loss-coeff 1e-2 \
+    --moe-router-enable-expert-bias \
+    --moe-router-score-function sigmoid \
+    --moe-router-dtype fp32

@@ -1,0 +1,2 @@
+all_losses += loss * ntokens
+all_rewards += rewards * ntokens
