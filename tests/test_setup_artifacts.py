@@ -50,6 +50,10 @@ CASES = {
     "accelerate_fsdp.yaml": ("trainer-config", {"train.precision": "fp16", "train.zero_stage": 3}),
     "accelerate_deepspeed.yaml": ("trainer-config", {
         "train.precision": "bf16", "train.zero_stage": 2, "train.grad_clip": 1.0, "train.grad_accum_steps": 4}),
+    # a bash script that calls python within its first 60 characters was once read as Python
+    "verl_grpo.sh": ("launch-script", {
+        "train.global_batch_size": 64, "train.lr": 1e-6, "train.ppo_mini_batch_size": 16,
+        "train.ppo_micro_batch_size_per_gpu": 32, "train.rollout_n": 4, "train.gpus_per_node": 4}),
     "pretrain_gpt_345m.sh": ("launch-script", {
         "tp.size": 2, "train.pp_size": 2, "model.num_layers": 24, "model.hidden_size": 1024, "model.num_heads": 16,
         "train.seq_len": 1024, "train.micro_batch_size": 4, "train.global_batch_size": 16, "train.lr": 0.00015,
@@ -168,3 +172,12 @@ def test_yaml_alias_bomb_stays_cheap(tmp_path):
     bomb.write_text("learning_rate: 1e-4\nbf16: true\n" + "\n".join(lines) + "\n")
     artifact, obs = _probe(bomb)
     assert obs.facts["train.lr"].value == 1e-4
+
+
+def test_a_verl_launch_script_confirms_a_zero_accumulation_count():
+    """16 x 4 rollouts / 4 GPUs = 16 samples per GPU, below the micro-batch of 32: verl accumulates
+    0 micro-batches and divides by zero (the script, not the user's words, says so)."""
+    result = CliRunner().invoke(main, ["ask", "grad_norm is nan from the first step", "--probe",
+                                       str(SAMPLES / "verl_grpo.sh"), "--no-input", "--json"])
+    first = json.loads(result.stdout)["causes"][0]
+    assert (first["id"], first["status"]) == ("nan-loss.zero-accumulation-steps", "confirmed")

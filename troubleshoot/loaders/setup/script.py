@@ -46,7 +46,10 @@ class Pattern(NamedTuple):
 
 
 def is_python(path: Path, head: str) -> bool:
-    return path.suffix.lower() == ".py" or head.startswith("#!") and "python" in head[:60]
+    """A .py file, or a script whose shebang line (only that line: a bash script calls python
+    on the next one) names python."""
+    shebang = head.partition("\n")[0]
+    return path.suffix.lower() == ".py" or shebang.startswith("#!") and "python" in shebang
 
 
 MAX_SCRIPT_BYTES = 256 << 10  # a training script is tens of KB; dense code takes ~0.5 KB of AST a byte

@@ -27,7 +27,8 @@ _NUMBER = re.compile(r"^-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$")
 
 
 def is_launch(path: Path, head: str) -> bool:
-    return path.suffix.lower() in SHELL_SUFFIXES or head.startswith("#!") and "sh" in head[:40] \
+    shebang = head.partition("\n")[0]
+    return path.suffix.lower() in SHELL_SUFFIXES or shebang.startswith("#!") and "sh" in shebang \
         or bool(LAUNCHERS.search(head))
 
 
