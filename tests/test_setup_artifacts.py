@@ -181,3 +181,19 @@ def test_a_verl_launch_script_confirms_a_zero_accumulation_count():
                                        str(SAMPLES / "verl_grpo.sh"), "--no-input", "--json"])
     first = json.loads(result.stdout)["causes"][0]
     assert (first["id"], first["status"]) == ("nan-loss.zero-accumulation-steps", "confirmed")
+
+
+def test_an_indented_excerpt_of_a_script_is_read_as_python(tmp_path):
+    """Users paste the lines that matter from inside a function, indentation and all."""
+    excerpt = tmp_path / "train.py"
+    excerpt.write_text("    model = AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.float16)\n"
+                       "    tokenizer.pad_token = tokenizer.eos_token\n"
+                       "    ...\n"
+                       "    trainer = Trainer(model=model, args=args)\n")
+    artifact, obs = _probe(excerpt)
+    assert artifact.kind == "training-script"
+    assert obs.facts["model.dtype"].value == "fp16" and obs.facts["model.pad_is_eos"].value is True
+    bad = tmp_path / "broken.py"
+    bad.write_text("    def broken(:\n        pass\n")
+    result = CliRunner().invoke(main, ["probe", str(bad)])
+    assert result.exit_code == 2 and "not valid Python" in result.output

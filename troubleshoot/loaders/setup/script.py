@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import textwrap
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -70,7 +71,7 @@ def _parse(path: str, size: int, _mtime: int) -> tuple[ast.Module, list[str]]:
     if text is None:
         raise ArtifactError(path, "binary content, not a Python script")
     try:
-        tree = ast.parse(text, filename=path)
+        tree = _parse_excerpt(text, path)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as err:  # MemoryError: the parser's own stack
         line = getattr(err, "lineno", None)
         where = f" (line {line})" if line else ""
@@ -79,6 +80,18 @@ def _parse(path: str, size: int, _mtime: int) -> tuple[ast.Module, list[str]]:
     if _depth(tree) > MAX_NESTING:
         raise ArtifactError(path, f"expressions nested deeper than {MAX_NESTING} levels: not read as a training script")
     return tree, text.splitlines()
+
+
+def _parse_excerpt(text: str, path: str) -> ast.Module:
+    """A whole script, or an excerpt copied from inside a function or class: users paste the lines
+    that matter with their indentation, which is valid Python once the common indent is removed."""
+    try:
+        return ast.parse(text, filename=path)
+    except IndentationError:
+        dedented = textwrap.dedent(text)
+        if dedented == text:
+            raise
+        return ast.parse(dedented, filename=path)
 
 
 def _depth(tree: ast.AST) -> int:
