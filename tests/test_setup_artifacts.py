@@ -197,3 +197,22 @@ def test_an_indented_excerpt_of_a_script_is_read_as_python(tmp_path):
     bad.write_text("    def broken(:\n        pass\n")
     result = CliRunner().invoke(main, ["probe", str(bad)])
     assert result.exit_code == 2 and "not valid Python" in result.output
+
+
+@pytest.mark.parametrize("name,text,key,fact,value,line", [
+    ("config.yaml", "```yaml\nstage: sft\nfinetuning_type: lora\nlearning_rate: 1.0e-4\nbf16: true\n```\n",
+     "bf16", "train.precision", "bf16", 5),                                 # copied with its Markdown fence
+    ("ds_config.json", '{\n  "train_micro_batch_size_per_gpu": 4,\n  // ZeRO-2\n  "zero_optimization": {"stage": 2},\n'
+                       '  "fp16": {"enabled": true,},\n}\n', "fp16.enabled", "train.precision", "fp16", 5),
+    ("ds_config.json", "{'train_micro_batch_size_per_gpu': 4, 'zero_optimization': {'stage': 3}}\n",
+     "zero_optimization.stage", "train.zero_stage", 3, 1),                 # a printed Python dict
+])
+def test_a_config_pasted_from_an_issue_is_read(tmp_path, name, text, key, fact, value, line):
+    """A fence, `//` lines, trailing commas and Python quoting: the settings and their lines."""
+    from troubleshoot.loaders.setup.config import config_settings
+
+    path = tmp_path / name
+    path.write_text(text)
+    artifact, obs = _probe(path)
+    assert artifact.kind == "trainer-config" and obs.facts[fact].value == value
+    assert {s.path: s.line for s in config_settings(path)}[key] == line

@@ -36,15 +36,20 @@ TRAINING_KEYS = HF_KEYS | {"lr", "optimizer", "optim", "batch_size", "micro_batc
 
 def read_config(path: Path) -> Any:
     """Parsed YAML or JSON, or None when the file is neither; ArtifactError when it parses but
-    holds what no config may (a duplicate key, a number too long to convert), naming the line."""
+    holds what no config may (a duplicate key, a number too long to convert), naming the line.
+    A Markdown fence around it is dropped, and JSON that json refuses is read as YAML (``_pasted``)."""
     from ...knowledge.schema import KnowledgeFileError
 
     text = read_text(path)
     if text is None:
         return None
+    text = _pasted(text)
     try:
         if path.suffix.lower() == ".json":
-            return json.loads(text)
+            try:
+                return json.loads(text)
+            except json.JSONDecodeError:  # pasted JSON: trailing commas, a printed dict
+                return _located(text, path).data
         return _located(text, path).data
     except KnowledgeFileError as err:
         raise ArtifactError(path, f"{err} at line {err.line}") from None
@@ -60,6 +65,20 @@ def read_config(path: Path) -> Any:
         if type(err).__module__.startswith("yaml"):
             return None
         raise
+
+
+# A config copied out of an issue keeps its Markdown fence; a JSON config pasted by hand has
+# `// ...` lines, trailing commas or Python's quoting (the last two YAML reads). Fence and comment
+# lines are blanked, not removed, so that settings keep their line numbers.
+_FENCE = re.compile(r"\A(\s*)```[\w+-]*[ \t]*(\n.*\n)[ \t]*```\s*\Z", re.DOTALL)
+_LINE_COMMENT = re.compile(r"^[ \t]*//[^\n]*$", re.MULTILINE)
+
+
+def _pasted(text: str) -> str:
+    fenced = _FENCE.match(text)
+    if fenced:
+        text = fenced.group(1) + fenced.group(2)
+    return _LINE_COMMENT.sub("", text)
 
 
 class _Plain:
@@ -116,6 +135,7 @@ def config_settings(path: Path) -> list[Setting]:
     text = read_text(path)
     if text is None:
         raise ArtifactError(path, "binary content, not a config")
+    text = _pasted(text)
     import yaml
 
     try:
