@@ -324,3 +324,17 @@ def test_a_fact_common_to_many_symptoms_causes_puts_no_symptom_on_the_table(ship
     assert diag.causes[0].id == "system-failure.framework-regression"
     alone = diagnose(shipped_kb, {}, obs)
     assert alone.symptoms == [] and alone.causes == []
+
+
+def test_of_two_symptoms_both_seen_the_one_the_words_match_better_comes_first(shipped_kb):
+    """'grad_norm: nan, loss: 0' shows a NaN and a zero loss; the words are about the zero loss
+    (the id order once put nan-loss first)."""
+    from troubleshoot.evidence import from_text
+    from troubleshoot.matcher import SymptomMatcher
+
+    text = "grad_norm:nan loss:0\n{'loss': 0.0, 'grad_norm': nan, 'learning_rate': 2e-05, 'epoch': 0.1}"
+    matched = {m.id: m.score for m in SymptomMatcher(shipped_kb).match_report(text)[:2]}
+    diag = diagnose(shipped_kb, matched, from_text(shipped_kb, text))
+    seen = [s for s in diag.symptoms if s.observed]
+    assert {s.id for s in seen} >= {"nan-loss", "zero-loss"} and matched["zero-loss"] > matched["nan-loss"]
+    assert diag.symptoms[0].id == "zero-loss"

@@ -345,7 +345,8 @@ def symptom_table(kb: KnowledgeBase, matched: Mapping[str, float], facts: Mappin
             weight = max(math.exp(-(top - match) / MATCH_TEMPERATURE) if match else 0.0, lifted or 0.0)
         score = 1.0 if seen else max(match or 0.0, lifted or 0.0)
         table.append(SymptomMatch(sid, symptom.title, score, match, lifted, seen, weight))
-    table.sort(key=lambda s: (-s.weight, -s.score, s.id))
+    # ties (two symptoms both seen in what was given): the one the words match better comes first
+    table.sort(key=lambda s: (-s.weight, -s.score, -(s.match or 0.0), -(s.implied or 0.0), s.id))
     return table
 
 
