@@ -183,6 +183,14 @@ def test_a_verl_launch_script_confirms_a_zero_accumulation_count():
     assert (first["id"], first["status"]) == ("nan-loss.zero-accumulation-steps", "confirmed")
 
 
+def test_a_notebook_cell_is_read_as_python_without_its_shell_and_magic_lines(tmp_path):
+    cell = tmp_path / "train.py"
+    cell.write_text("!pip install unsloth trl\n%%time\nfrom trl import SFTTrainer\n"
+                    "args = TrainingArguments(learning_rate=2e-4, fp16=True)\n")
+    _, obs = _probe(cell)
+    assert obs.facts["train.precision"].value == "fp16" and obs.facts["train.lr"].value == 2e-4
+
+
 def test_an_indented_excerpt_of_a_script_is_read_as_python(tmp_path):
     """Users paste the lines that matter from inside a function, indentation and all."""
     excerpt = tmp_path / "train.py"

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 import textwrap
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -83,15 +84,19 @@ def _parse(path: str, size: int, _mtime: int) -> tuple[ast.Module, list[str]]:
 
 
 def _parse_excerpt(text: str, path: str) -> ast.Module:
-    """A whole script, or an excerpt copied from inside a function or class: users paste the lines
-    that matter with their indentation, which is valid Python once the common indent is removed."""
+    """A whole script, an excerpt copied from inside a function or class (users paste the lines
+    that matter with their indentation), or a notebook cell (its `!pip install` and `%%time` lines
+    are not Python): parsed once the common indent and those lines are removed, line numbers kept."""
     try:
         return ast.parse(text, filename=path)
-    except IndentationError:
-        dedented = textwrap.dedent(text)
-        if dedented == text:
+    except SyntaxError:
+        cleaned = textwrap.dedent(_NOTEBOOK_LINE.sub("", text))
+        if cleaned == text:
             raise
-        return ast.parse(dedented, filename=path)
+        return ast.parse(cleaned, filename=path)
+
+
+_NOTEBOOK_LINE = re.compile(r"^[ \t]*[!%][^\n]*$", re.MULTILINE)
 
 
 def _depth(tree: ast.AST) -> int:
