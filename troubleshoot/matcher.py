@@ -138,7 +138,8 @@ class SymptomMatcher:
         A report's first line is its headline (an issue title, "loss 不下降"): when it alone is a
         confident match (HEADLINE_MIN), it counts HEADLINE_WEIGHT of every score, so a pasted log below that
         mentions NaN, OOM or masks everywhere does not outvote what the writer said went wrong."""
-        ranked = self.match(prose(bounded(report)))
+        report = bounded(report)
+        ranked = self.match(prose(report))
         head = headline(report)
         heads = self.match(prose(head)) if head else []
         if heads and heads[0].score >= HEADLINE_MIN:

@@ -49,6 +49,13 @@ def read_console(path: str) -> tuple[str, bool]:
     return (head + b"\n" + tail).decode("utf-8", "replace"), True
 
 
+def shebang(head: str) -> str:
+    """The interpreter line of a script ("#!/bin/bash"), or "": only that line names the
+    language (a bash script calls python on the next one)."""
+    first = head.partition("\n")[0]
+    return first if first.startswith("#!") else ""
+
+
 def snake(name: str) -> str:
     """A flag or key as a key path segment: --clip-grad -> clip_grad."""
     return name.strip().lstrip("-").replace("-", "_").lower()

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ...errors import ArtifactError
-from .read import Setting, read_text, snake
+from .read import Setting, read_text, shebang, snake
 
 CONFIG_CALLS = ("arguments", "args", "config", "configs")  # TrainingArguments, SFTConfig, LoraConfig, ...
 CALLS = {"from_pretrained", "adam", "adamw", "adamw8bit", "pagedadamw", "pagedadamw8bit", "fusedadam", "lion", "sgd",
@@ -48,10 +48,7 @@ class Pattern(NamedTuple):
 
 
 def is_python(path: Path, head: str) -> bool:
-    """A .py file, or a script whose shebang line (only that line: a bash script calls python
-    on the next one) names python."""
-    shebang = head.partition("\n")[0]
-    return path.suffix.lower() == ".py" or shebang.startswith("#!") and "python" in shebang
+    return path.suffix.lower() == ".py" or "python" in shebang(head)
 
 
 MAX_SCRIPT_BYTES = 256 << 10  # a training script is tens of KB; dense code takes ~0.5 KB of AST a byte

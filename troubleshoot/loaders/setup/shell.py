@@ -14,7 +14,7 @@ import re
 import shlex
 from pathlib import Path
 
-from .read import Setting, read_text, snake
+from .read import Setting, read_text, shebang, snake
 
 LAUNCHERS = re.compile(r"(?m)^\s*(?:[A-Z_][A-Z0-9_]*=\S*\s+)*(?:srun\s+\S.*)?"
                        r"(?:torchrun|deepspeed|accelerate\s+launch|python3?\s+(?:-m\s+\S+\s+)?\S+\.py|"
@@ -27,8 +27,7 @@ _NUMBER = re.compile(r"^-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$")
 
 
 def is_launch(path: Path, head: str) -> bool:
-    shebang = head.partition("\n")[0]
-    return path.suffix.lower() in SHELL_SUFFIXES or shebang.startswith("#!") and "sh" in shebang \
+    return path.suffix.lower() in SHELL_SUFFIXES or "sh" in shebang(head) \
         or bool(LAUNCHERS.search(head))
 
 
