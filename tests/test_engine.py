@@ -27,6 +27,21 @@ def test_prior_times_likelihood_ratio(kb):
     assert score == pytest.approx(0.1 / 0.9 * 0.05 / (1 + 0.1 / 0.9 * 0.05)) and not confirmed
 
 
+def test_strong_evidence_against_defeats_a_proof(mini_root):
+    """A `confirms` item does not confirm when another item reads strongly against the cause."""
+    rules = mini_root / "rules" / "nan-loss.yaml"
+    rules.write_text(rules.read_text().replace(
+        "        says: A mask value other than 0/1 reaches the softmax.\n",
+        "        says: A mask value other than 0/1 reaches the softmax.\n"
+        "      - when: train.precision == \"fp16\"\n        lr: 0.2\n", 1))
+    kb, problems = load_with_problems(mini_root)
+    assert not problems, problems
+    cause = kb.causes["nan-loss.invalid-mask"]
+    assert score_cause(cause, facts(data__mask__binary=False, train__precision="bf16"))[2]
+    score, _, confirmed = score_cause(cause, facts(data__mask__binary=False, train__precision="fp16"))
+    assert not confirmed and score == pytest.approx(0.1 / 0.9 * 30 * 0.2 / (1 + 0.1 / 0.9 * 30 * 0.2))
+
+
 def test_unknown_facts_leave_the_prior(kb):
     assert score_cause(kb.causes["nan-loss.lr-too-high"], {})[0] == pytest.approx(0.2)
 

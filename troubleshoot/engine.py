@@ -29,6 +29,7 @@ from .knowledge.model import Cause, Check, KnowledgeBase, Symptom
 from .observations import Fact, Observations
 
 RULED_OUT, LIKELY = 0.05, 0.5
+COUNTERS = 0.2  # a factor this low (or lower) is strong evidence against: it defeats a `confirms` item
 MIN_QUESTION_VALUE = 0.02   # below this an answer would not visibly change the ranking
 IMPLIES_SYMPTOM_LR = 2.0    # a probed fact with at least this ratio ...
 IMPLIES_SYMPTOM_SCORE = 0.25  # ... that lifts a cause at least this high puts its symptom on the table
@@ -58,10 +59,14 @@ class State:
 
 
 def score_cause(cause: Cause, facts: Mapping[str, Fact]) -> tuple[float, list[EvidenceLine], bool]:
-    """Posterior probability of one cause, the factors behind it, and whether it is confirmed."""
+    """Posterior probability of one cause, the factors behind it, and whether it is confirmed.
+
+    A `confirms` item proves the cause only when no other item speaks strongly against it
+    (a factor of COUNTERS or less): "trainable params: 0" confirms a LoRA with nothing trainable,
+    unless the same report shows that count was taken at inference."""
     values = {name: f.value for name, f in facts.items()}
     odds = cause.prior / (1 - cause.prior)
-    lines, confirmed = [], False
+    lines, confirming, countered = [], False, False
     for ev in cause.evidence:
         try:
             holds = bool(ev.when.evaluate(values))
@@ -71,12 +76,13 @@ def score_cause(cause: Cause, facts: Mapping[str, Fact]) -> tuple[float, list[Ev
         trust = min(facts[name].trust for name in named) if named else 1.0
         factor = (ev.lr if holds else ev.else_lr) ** trust  # weak evidence from text: a tempered ratio
         odds *= factor
-        confirmed |= holds and ev.confirms and trust >= 1
+        confirming |= holds and ev.confirms and trust >= 1
+        countered |= factor <= COUNTERS
         for name in named:
             fact = facts[name]
             lines.append(EvidenceLine(name, fact.value, fact.source, factor, holds,
                                       ev.says if holds else "", ev.when.source, fact.span))
-    return _probability(odds), lines, confirmed
+    return _probability(odds), lines, confirming and not countered
 
 
 def applied_factors(lines: list[EvidenceLine]) -> list[float]:
