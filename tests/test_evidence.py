@@ -57,6 +57,8 @@ VALUES = [
     ("Fine-tuning Mistral with trl v0.7.2 gives CUDA out of memory", {"logs.oom_phase": "train"}),
     ("training runs out of memory; evaluation runs out of memory too", {"logs.oom_phase": None}),
     ("It dies when training on 25M sentences. Memory keeps growing, I guess out of memory", {"logs.oom_phase": None}),
+    ("LlamaForCausalLM.from_pretrained with ZeRO-3 uses so much host RAM it goes OOM", {"logs.oom_phase": None}),
+    ("pretraining a 1B model runs out of memory", {"logs.oom_phase": "train"}),
     ("if I remove compute_metrics from the trainer it works", {"evaloom.accumulates_logits": True}),
     ("grad_norm is nan with deepspeed==0.13.5 but ok with deepspeed==0.10.2", {"dist.version_change_fixes": True}),
     ("reverting trl back to v0.7.1 fixes it", {"dist.version_change_fixes": True}),
