@@ -87,7 +87,16 @@ def kb():
     return load()
 
 
-@pytest.mark.parametrize("text,fact,expected", CROSSES_A_CLAUSE + STILL_NEGATED + DENIED_AFTER)
+# a negated participle, then when it happened: the negation is about the participle
+WHEN_IT_HAPPENED = [
+    ("the optimizer state dict was not correctly loaded after resume", "lossspike.after_resume", True),
+    ("the lr scheduler was not restored after resuming, the loss jumps", "lossspike.after_resume", True),
+    ("the spike does not happen after resuming", "lossspike.after_resume", None),
+    ("it did not spike after resuming", "lossspike.after_resume", None),
+]
+
+
+@pytest.mark.parametrize("text,fact,expected", CROSSES_A_CLAUSE + STILL_NEGATED + DENIED_AFTER + WHEN_IT_HAPPENED)
 def test_negation_stays_in_its_clause(kb, text, fact, expected):
     hit = extract(kb, text).facts.get(fact)
     assert (hit.value if hit else None) == expected

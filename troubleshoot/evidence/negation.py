@@ -1,6 +1,8 @@
 """Is a phrase negated where it stands? "not using fp16", "without gradient clipping",
 "没有用fp16", "--no-fp16", "fp16: false", "switched from fp16 to bf16", and a denial later in the
 same clause: "I looked for NaN in the data and there is none", "the eos masking is not the issue".
+A negated participle before a time phrase denies the participle, not the time: "the optimizer
+state was not correctly loaded after resume" still says it happened after a resume.
 
 A negated match never sets a fact positively: it sets the rule's ``negated`` value or nothing.
 The look-back stays inside the clause (it stops at . ; , : ! ? and their Chinese forms, at a
@@ -48,6 +50,11 @@ _SOURCES = {
         r"|\b(?:looks?|looked|seems?|seemed)\s{1,3}(?:fine|ok|okay|correct|normal|right)\b(?!\s{1,3}(?:before|until|at\s{1,3}first|initially|earlier))"
         r"|已排除|排除了|不是(?:问题|原因)|并非(?:问题|原因))",
         re.IGNORECASE),
+    # a match that opens with when it happened ("after resume", "during eval") after a negated
+    # participle: "was not correctly loaded after resume" denies the loading, not the resume
+    "time_phrase": (r"(?:after|during|when|while|before|since|upon|once)\b", re.IGNORECASE),
+    "participle": (r"(?<![A-Za-z])(?:[a-z]{2,30}ed|saved|done|set|kept|built|written|taken|given|shown|seen|put)"
+                   r"(?![A-Za-z])", re.IGNORECASE),
     "flag_off": (r"(?:--no[-_]|no[-_])$", re.IGNORECASE),
     "value_off": (
         r"[\"']?\s{0,3}[:=]\s{0,3}(?:\{\s{0,3}[\"']?enabled[\"']?\s{0,3}:\s{0,3})?[\"']?"
@@ -73,8 +80,17 @@ def negated(text: str, start: int, end: int) -> bool:
         return True
     if end < len(text) and _rx("denied_after").match(text, end, min(len(text), end + DENIAL_WINDOW)):
         return True
+    if _rx("time_phrase").match(text, start, end) and _denies_a_participle(before[-ENGLISH_WINDOW:]):
+        return False
     return (_negator_applies("english", before[-ENGLISH_WINDOW:])
             or _negator_applies("chinese", before[-CHINESE_WINDOW:]))
+
+
+def _denies_a_participle(before: str) -> bool:
+    """The last English negator before the match negates a participle between them ("not
+    correctly loaded"), so a time phrase that follows only says when that happened."""
+    last = next(reversed(list(_rx("english").finditer(before))), None) if before else None
+    return last is not None and bool(_rx("participle").search(before, last.end()))
 
 
 def _negator_applies(negators: str, before: str) -> bool:
