@@ -174,3 +174,26 @@ def test_reported_duplicates_are_read_from_words(kb, text, expected):
 ])
 def test_eval_overlap_wordings(kb, text, expected):
     assert _fact(kb, text, "artifacts.eval_overlap") == expected
+
+
+@pytest.mark.parametrize("text, expected", [
+    ('  File "trl/trainer/dpo_trainer.py", line 1001, in concatenated_forward\nValueError: You are attempting to '
+     "perform batched generation with padding_side='right' this may lead to unexpected behaviour for Flash "
+     "Attention version of Mistral.", True),
+    ("the error shows up when I run ORPO with flash attention", True),
+    ("训练时报错 padding_side right", True),
+    ("I run inference with flash attention on a padded batch", None),
+])
+def test_training_forward_is_read_from_tracebacks_and_words(kb, text, expected):
+    assert _fact(kb, text, "mask.in_training_forward") == expected
+
+
+def test_fa2_cache_right_padding_ranks_first_three_and_generation_stays_padding_side():
+    error = ("ValueError: You are attempting to perform batched generation with padding_side='right' this may "
+             "lead to unexpected behaviour for Flash Attention version of Qwen2. Make sure to call "
+             "`tokenizer.padding_side = 'left'` before tokenizing the input.")
+    training = _ranked(f"GRPOTrainer on Qwen2.5-1.5B with attn_implementation flash_attention_2 crashes in "
+                       f"_get_per_token_logps:\n{error}")
+    assert "mask-error.fa2-cache-right-padding" in training[:3]
+    generating = _ranked(f"outputs = model.generate(**batch, max_new_tokens=64) on 8 prompts raises\n{error}")
+    assert generating.index("mask-error.padding-side") < generating.index("mask-error.fa2-cache-right-padding")
