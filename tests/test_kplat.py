@@ -47,6 +47,7 @@ def _posterior(text: str, cause: str) -> float:
     ("Mistral-7B-Instruct-v0.2 with LoRA", None),
     ("SFT on the base model with my own chat data", True),
     ("用 Llama-3-8B Base 做 lora 微调", True),
+    ("sft训练Qwen2.5-7B-base模型", True),
     ("我用的是基座模型，不是chat模型", True),
     ("the model is a non-instruct checkpoint", True),
     ("Qwen2.5-7B-Instruct with LoRA", None),
