@@ -23,10 +23,10 @@ def ranked(text: str) -> list[str]:
 
 FACT_CASES = [
     # the release the fault starts with
-    ("dist.broken_since_release", "Mixtral AWQ answers are garbage with -tp 4 since vllm 0.9.1"),
-    ("dist.broken_since_release", "bad answers in version 0.5.1 and later, 0.4.1 was fine"),
-    ("dist.broken_since_release", "从0.7.2版本开始多卡推理就乱码了"),
-    ("dist.broken_since_release", "0.6.0版本正常，升到0.6.3版本就乱码"),
+    ("train.after_upgrade", "Mixtral AWQ answers are garbage with -tp 4 since vllm 0.9.1"),
+    ("train.after_upgrade", "bad answers in version 0.5.1 and later, 0.4.1 was fine"),
+    ("train.after_upgrade", "从0.7.2版本开始多卡推理就乱码了"),
+    ("train.after_upgrade", "0.6.0版本正常，升到0.6.3版本就乱码"),
     # right at TP=1, wrong at TP>1, in the order people write it
     ("tp.diverges_only_with_tp", "the answer is correct with TP=1, but garbled with TP=2"),
     ("tp.diverges_only_with_tp", "generation is broken when tensor_parallel_size >= 2"),
@@ -60,8 +60,8 @@ def test_the_words_set_the_fact(shipped_kb, fact, text):
 
 NEAR_MISSES = [
     # a version named without a fault, or a fault without a version boundary
-    ("dist.broken_since_release", "I have been using vllm since 0.6.0 for serving"),
-    ("dist.broken_since_release", "the output is wrong with tensor_parallel_size 2"),
+    ("train.after_upgrade", "I have been using vllm since 0.6.0 for serving"),
+    ("train.after_upgrade", "the output is wrong with tensor_parallel_size 2"),
     # right on both sides
     ("tp.diverges_only_with_tp", "outputs are correct with TP=1 and with TP=2 alike"),
     # a group with spread, a few clipped completions
