@@ -45,6 +45,7 @@ def test_the_suite_is_large_enough_and_sourced():
     for name, entry in HEALTHY.items():
         assert (CAL / "healthy" / name / "config.json").is_file(), name
         assert entry["source"].startswith("https://") and name in readme
+        assert "copy" not in entry or re.search(r"^https://github\.com/.+/blob/[0-9a-f]{40}/", entry["copy"]), name
     for case in FAILURES:
         assert case["source"].startswith("https://") and case["id"] in readme
     assert len(RECIPES) >= 8
@@ -63,6 +64,21 @@ def assert_quiet(data: dict) -> None:
 @pytest.mark.parametrize("name", sorted(HEALTHY))
 def test_healthy_model_is_quiet(name):
     assert_quiet(run("probe", "--static", str(CAL / "healthy" / name), answers=HEALTHY[name].get("answers")))
+
+
+@pytest.mark.parametrize("name, qk_norm", [("qwen3-30b-a3b", True), ("gemma-3-1b-it", True),
+                                           ("qwen2.5-vl-7b-instruct", None), ("deepseek-moe-16b-base", None)])
+def test_newer_architectures_are_read_as_pre_ln(name, qk_norm):
+    """Their model_type (qwen3_moe, gemma3_text, qwen2_5_vl, deepseek) names a pre-LN stack; Qwen3-MoE
+    and Gemma 3 also normalise Q and K (their modeling files build q_norm / k_norm)."""
+    from troubleshoot.loaders.checkpoint import open_checkpoint
+    from troubleshoot.observations import Observations
+    from troubleshoot.probes.config import probe_config
+
+    obs = Observations()
+    probe_config(open_checkpoint(CAL / "healthy" / name), obs)
+    assert obs.facts["model.norm_position"].value == "pre"
+    assert (obs.facts["model.qk_layernorm"].value if "model.qk_layernorm" in obs.facts else None) is qk_norm
 
 
 def recipe_files(name: str) -> list[str]:
