@@ -1,14 +1,16 @@
 """Calibration: quiet on models that trained fine, right on runs that failed (issue 12).
 
 tests/calibration/healthy.yaml lists the published config.json of released models (and what their
-public training configurations say); probing them must give no warning or error finding, no
-symptom and no cause above "possible". tests/calibration/failures.yaml and the built cases below
+public training configurations say), tests/calibration/healthy-recipes.yaml the example configs the
+trainers ship; probing them must give no warning or error finding, no symptom and no cause above
+"possible". tests/calibration/failures.yaml and the built cases below
 are documented failures; the right cause must be among the top 3. Sources are in
 tests/calibration/README.md; the thresholds they justify in docs/calibration.md.
 """
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import batchfactory as B
@@ -22,6 +24,7 @@ from troubleshoot import cli
 CAL = Path(__file__).parent / "calibration"
 HEALTHY = yaml.safe_load((CAL / "healthy.yaml").read_text())
 FAILURES = yaml.safe_load((CAL / "failures.yaml").read_text())
+RECIPES = yaml.safe_load((CAL / "healthy-recipes.yaml").read_text())
 QUIET = ("possible", "untested", "ruled-out")
 
 
@@ -42,17 +45,77 @@ def test_the_suite_is_large_enough_and_sourced():
     for name, entry in HEALTHY.items():
         assert (CAL / "healthy" / name / "config.json").is_file(), name
         assert entry["source"].startswith("https://") and name in readme
+        assert "copy" not in entry or re.search(r"^https://github\.com/.+/blob/[0-9a-f]{40}/", entry["copy"]), name
     for case in FAILURES:
         assert case["source"].startswith("https://") and case["id"] in readme
+    assert len(RECIPES) >= 8
+    for name, entry in RECIPES.items():  # pinned: the file at that commit is the file tested
+        assert re.search(r"^https://github\.com/.+/blob/[0-9a-f]{40}/", entry["source"]) and name in readme
+        assert any((CAL / "healthy-recipes" / name).iterdir()) and entry["reads"], name
 
 
-@pytest.mark.parametrize("name", sorted(HEALTHY))
-def test_healthy_model_is_quiet(name):
-    data = run("probe", "--static", str(CAL / "healthy" / name), answers=HEALTHY[name].get("answers"))
+def assert_quiet(data: dict) -> None:
     loud = [f"{f['id']} ({f['severity']})" for f in data["findings"] if f["severity"] in ("warning", "error")]
     assert loud == []
     assert [s["id"] for s in data["symptoms"]] == []
     assert [(c["id"], c["score"], c["status"]) for c in data["causes"] if c["status"] not in QUIET] == []
+
+
+@pytest.mark.parametrize("name", sorted(HEALTHY))
+def test_healthy_model_is_quiet(name):
+    assert_quiet(run("probe", "--static", str(CAL / "healthy" / name), answers=HEALTHY[name].get("answers")))
+
+
+@pytest.mark.parametrize("name, qk_norm", [("qwen3-30b-a3b", True), ("gemma-3-1b-it", True),
+                                           ("qwen2.5-vl-7b-instruct", None), ("deepseek-moe-16b-base", None)])
+def test_newer_architectures_are_read_as_pre_ln(name, qk_norm):
+    """Their model_type (qwen3_moe, gemma3_text, qwen2_5_vl, deepseek) names a pre-LN stack; Qwen3-MoE
+    and Gemma 3 also normalise Q and K (their modeling files build q_norm / k_norm)."""
+    from troubleshoot.loaders.checkpoint import open_checkpoint
+    from troubleshoot.observations import Observations
+    from troubleshoot.probes.config import probe_config
+
+    obs = Observations()
+    probe_config(open_checkpoint(CAL / "healthy" / name), obs)
+    assert obs.facts["model.norm_position"].value == "pre"
+    assert (obs.facts["model.qk_layernorm"].value if "model.qk_layernorm" in obs.facts else None) is qk_norm
+
+
+def recipe_files(name: str) -> list[str]:
+    return sorted(str(p) for p in (CAL / "healthy-recipes" / name).iterdir())
+
+
+def settings_read(data: dict) -> dict:
+    return {k: v for f in data["findings"] if f["id"] == "setup.settings" for k, v in f["value"].items()}
+
+
+@pytest.mark.parametrize("name", sorted(RECIPES))
+def test_healthy_recipe_is_read_and_quiet(name):
+    data = run("probe", "--static", *recipe_files(name))
+    read = settings_read(data)
+    assert {fact: read.get(fact) for fact in RECIPES[name]["reads"]} == RECIPES[name]["reads"]
+    assert_quiet(data)
+
+
+def test_torchtune_profiler_warmup_is_not_the_lr_warmup():
+    """torchtune's profiler.warmup_steps (5) is torch.profiler's schedule; read as the LR warmup it
+    made a spike at step 7 of a 100-step warmup "likely" warmup-end (0.51)."""
+    data = run("ask", "--no-input", "loss spike at step 7 of my LoRA fine-tune",
+               "--probe", *recipe_files("torchtune-qwen2.5-7b-lora"), answers={"train.failure_iteration": 7})
+    warmup = next(c for c in data["causes"] if c["id"] == "loss-spike.warmup-end")
+    assert warmup["status"] in QUIET and warmup["score"] <= warmup["prior"]
+
+
+def test_a_clip_epsilon_is_not_adams_eps(tmp_path):
+    """PPO/GRPO clip ranges (torchtune loss.epsilon, axolotl trl.epsilon) and axolotl's diffusion.eps
+    are not Adam's eps; the DPO/GRPO beta beside them is still read."""
+    axolotl = tmp_path / "grpo.yml"
+    axolotl.write_text("base_model: Qwen/Qwen2.5-1.5B\nmicro_batch_size: 2\nlearning_rate: 1.0e-6\n"
+                       "rl: grpo\ntrl:\n  beta: 0.04\n  epsilon: 0.2\ndiffusion:\n  eps: 1.0e-3\n")
+    for files in ([str(axolotl)], recipe_files("torchtune-llama2-1b-ppo")):
+        read = settings_read(run("probe", "--static", *files))
+        assert "optimizer.eps" not in read and read["train.lr"] in (1e-6, 3e-6)
+    assert settings_read(run("probe", "--static", str(axolotl)))["train.pref.beta"] == 0.04
 
 
 @pytest.mark.parametrize("case", FAILURES, ids=[c["id"] for c in FAILURES])

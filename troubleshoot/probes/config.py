@@ -59,10 +59,12 @@ ALIASES = {  # HF names first, then GPT-2 / T5 / Megatron spellings
     "max_positions": ("max_position_embeddings", "n_positions", "seq_length", "max_seq_len", "n_ctx"),
 }
 PRE_LN = {"gpt2", "gpt_neox", "gptj", "gpt_neo", "llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen2_moe",
-          "gemma", "gemma2", "gemma3", "bloom", "falcon", "phi", "phi3", "starcoder2", "olmo", "olmo2",
-          "codegen", "mpt", "stablelm", "deepseek_v2", "deepseek_v3", "cohere", "granite"}
+          "qwen3_moe", "qwen2_vl", "qwen2_5_vl", "gemma", "gemma2", "gemma3", "gemma3_text", "bloom", "falcon", "phi",
+          "phi3", "starcoder2", "olmo", "olmo2", "olmoe", "codegen", "mpt", "stablelm", "deepseek", "deepseek_v2",
+          "deepseek_v3", "cohere", "granite"}
 POST_LN = {"bert", "roberta", "electra", "distilbert", "xlm-roberta", "albert", "deberta", "deberta-v2", "ernie"}
-QK_NORM = {"olmo2", "qwen3", "gemma3", "chameleon", "cohere"}  # architectures that always normalise Q/K
+# architectures that always normalise Q/K
+QK_NORM = {"olmo2", "olmoe", "qwen3", "qwen3_moe", "gemma3", "gemma3_text", "chameleon", "cohere"}
 ATTN_OPTIONS = ("scale_attn_weights", "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn",
                 "apply_query_key_layer_scaling", "attention_softmax_in_fp32", "attn_logit_softcapping",
                 "final_logit_softcapping", "query_pre_attn_scalar", "attention_multiplier", "qk_layernorm",

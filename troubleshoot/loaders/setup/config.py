@@ -28,8 +28,13 @@ TRAINERS = {"deepspeed": "deepspeed config", "llama-factory": "LLaMA-Factory con
             "generic": "training config"}
 HF_KEYS = {"learning_rate", "per_device_train_batch_size", "gradient_accumulation_steps", "num_train_epochs",
            "warmup_steps", "warmup_ratio", "max_grad_norm", "bf16", "fp16", "lr_scheduler_type"}
-# keys a trainer uses in its own sense: mlx-lm's num_layers counts the layers LoRA is applied to
-RENAMES = {"mlx-lm": {"num_layers": "lora_layers"}}
+# Keys a trainer uses in its own sense, renamed so that no fact's key matches them (a key matches a
+# path ending in it): mlx-lm's num_layers counts the layers LoRA is applied to; torchtune's
+# profiler.warmup_steps is torch.profiler's schedule (its LR warmup is lr_scheduler.num_warmup_steps);
+# a GRPO loss's epsilon is the PPO clip range and axolotl's diffusion.eps a masking floor, not Adam's eps.
+RENAMES = {"mlx-lm": {"num_layers": "lora_layers"},
+           "torchtune": {"profiler.warmup_steps": "profiler.trace_warmup_steps", "loss.epsilon": "loss.clip_epsilon"},
+           "axolotl": {"trl.epsilon": "trl.clip_epsilon", "diffusion.eps": "diffusion.mask_eps"}}
 TRAINING_KEYS = HF_KEYS | {"lr", "optimizer", "optim", "batch_size", "micro_batch_size", "precision", "max_steps",
                            "epochs", "seq_len", "max_seq_length", "model"}
 
@@ -153,8 +158,16 @@ def config_settings(path: Path) -> list[Setting]:
         line = line_of(keys)
         quote = lines[line - 1].strip()[:120] if 0 < line <= len(lines) else f"{'.'.join(map(str, keys))}: {value}"
         path = ".".join(snake(str(k)) for k in keys if not isinstance(k, int))
-        out.append(Setting(renames.get(path, path), value, line, quote))
+        out.append(Setting(_renamed(path, renames), value, line, quote))
     return out
+
+
+def _renamed(path: str, renames: dict[str, str]) -> str:
+    """``path`` with a trainer's own-sense key (RENAMES) renamed, wherever that key is nested."""
+    for old, new in renames.items():
+        if path == old or path.endswith("." + old):
+            return path[: len(path) - len(old)] + new
+    return path
 
 
 def _leaves(data: Any, path: tuple, budget: list | None = None) -> Iterator[tuple[tuple, Any]]:
