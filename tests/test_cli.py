@@ -1,5 +1,6 @@
 """`llmfix ask` / `kb` end to end through click's CliRunner."""
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -313,3 +314,23 @@ def test_site_build_into_a_file_is_our_one_line(tmp_path):
     target.write_text("x")
     result = run("site", "build", str(target))
     assert result.exit_code == 2 and result.output == f"Error: {target}: exists and is not a folder\n", result.output
+
+
+# Reports whose facts were read from overlapping spans ("QLoRA" inside a longer QLoRA phrase),
+# and a paste with many facts: the answer must not depend on Python's string-hash seed.
+SEED_REPORTS = [
+    "QLoRA训练后把lora合并到原始fp16模型，合并后效果变差",
+    "Loss goes nan after 200 steps with --fp16 and lr=3e-4 on llama-2-7b, grad_norm nan, "
+    "trainable params: 4194304 || all params: 6742609920",
+]
+
+
+@pytest.mark.parametrize("report", SEED_REPORTS, ids=["overlapping-spans", "many-facts"])
+def test_the_answer_does_not_depend_on_the_hash_seed(report):
+    answers = []
+    for seed in ("1", "3"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        done = subprocess.run([sys.executable, "-m", "troubleshoot", "ask", "--no-input", "--json", report],
+                              capture_output=True, text=True, env=env, cwd=REPO)
+        answers.append(json.loads(done.stdout))
+    assert answers[0] == answers[1]

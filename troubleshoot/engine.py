@@ -201,9 +201,21 @@ def _shared_words(kb: KnowledgeBase, query: str, weights: Mapping[str, float],
     ("learning_rate=2e-5") already count through that fact, so they are left out."""
     from .evidence.lexical import overlaps
 
-    for span in {f.span for f in facts.values() if f.source == "text" and f.span}:
-        query = query.replace(span, " ")
-    return overlaps(kb, query, [c.id for sid in weights for c in kb.symptoms[sid].causes])
+    spans = {f.span for f in facts.values() if f.source == "text" and f.span}
+    return overlaps(kb, _without(query, spans), [c.id for sid in weights for c in kb.symptoms[sid].causes])
+
+
+def _without(text: str, spans: set[str]) -> str:
+    """``text`` with every occurrence of every span blanked, found in the original text: spans
+    overlap ("QLoRA" inside "QLoRA训练后把lora合并到原始fp16"), and removing one first must not
+    hide the other (which one went first followed the set's order, so the result varied by run)."""
+    blank = [False] * len(text)
+    for span in spans:
+        start = text.find(span)
+        while start >= 0:
+            blank[start:start + len(span)] = [True] * len(span)
+            start = text.find(span, start + 1)
+    return "".join(" " if gone else ch for ch, gone in zip(text, blank))
 
 
 def _render_fix(kb: KnowledgeBase, fid: str, values: Mapping[str, Any]) -> RenderedFix:
