@@ -102,3 +102,57 @@ def test_occasional_skips_on_a_bf16_model_rank_the_harmless_cause_top_three():
     causes = ranked("Qwen2 fine-tune with fp16: OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536, "
                     "reducing to 32768 shows up intermittently; the loss keeps going down")
     assert "fp16-overflow.scale-search-skips" in causes[:3]
+
+
+# --- moerouting.aux_loss_inert ------------------------------------------------------------------
+
+@pytest.mark.parametrize("text", [
+    "the load balancing loss function always returns a constant, whatever the gate logits",
+    "the balancing expert's loss doesn't change at all while the LM loss goes down",
+    "I printed it: the aux loss has no grad_fn, only the cross entropy does",
+    "MoE的负载均衡loss没有梯度，路由器学不到均衡",
+])
+def test_an_inert_balancing_loss_is_read(kb, text):
+    assert fact(kb, "moerouting.aux_loss_inert", text) is True
+
+
+@pytest.mark.parametrize("text", [
+    "the aux loss decreases steadily and the experts are balanced",
+    "the router logits are detached before logging",
+    "the loss function returns a tensor of shape [batch]",
+    "负载均衡loss在下降",
+])
+def test_a_working_balancing_loss_is_not_inert(kb, text):
+    assert fact(kb, "moerouting.aux_loss_inert", text) is None
+
+
+def test_an_inert_balancing_loss_ranks_the_broken_aux_loss_first():
+    causes = ranked("Fine-tuning an MoE model: the load balancing loss never helps, I printed it and the "
+                    "balancing loss function always returns a constant")
+    assert causes[0] == "moe-routing.aux-loss-broken"
+
+
+# --- zeroloss.eager_fixes: a kernel switched off and the run is clean -----------------------------
+
+@pytest.mark.parametrize("text", [
+    "With the flash attention backend disabled the run is clean",
+    "training stays finite with torch.backends.cuda.enable_cudnn_sdp(False)",
+    "the same DPO run trains clean with eager",
+])
+def test_a_clean_run_without_the_fused_kernel_is_read(kb, text):
+    assert fact(kb, "zeroloss.eager_fixes", text) is True
+
+
+@pytest.mark.parametrize("text", [
+    "I disabled flash attention and it still goes nan",
+    "we call torch.backends.cuda.enable_cudnn_sdp(True) at start-up",
+    "the run is clean with bf16",
+])
+def test_kernel_talk_without_a_clean_run_is_not(kb, text):
+    assert fact(kb, "zeroloss.eager_fixes", text) is None
+
+
+def test_a_nan_that_the_cudnn_backend_causes_ranks_the_attention_kernel_first():
+    causes = ranked("DPO with sdpa attention in bf16: grad_norm turns NaN after 40 steps and never recovers. "
+                    "Same script with the cuDNN SDPA backend disabled is clean.")
+    assert causes[0] == "nan-loss.attention-kernel"
