@@ -68,7 +68,7 @@ def test_a_late_drop_to_zero_puts_a_numeric_fault_above_masked_labels():
 
 def test_a_zero_dpo_loss_is_not_rl_by_design():
     causes = ranked("DPO training with DPOTrainer: the loss is 0.0 starting from the second step")
-    assert causes[0] != "zero-loss.rl-loss-by-design"
+    assert causes[0] not in ("zero-loss.rl-loss-by-design", "zero-loss.all-labels-masked")
     assert "zero-loss.rl-loss-by-design" not in causes[:3]
 
 
