@@ -156,3 +156,22 @@ def test_a_nan_that_the_cudnn_backend_causes_ranks_the_attention_kernel_first():
     causes = ranked("DPO with sdpa attention in bf16: grad_norm turns NaN after 40 steps and never recovers. "
                     "Same script with the cuDNN SDPA backend disabled is clean.")
     assert causes[0] == "nan-loss.attention-kernel"
+
+
+# --- nanloss.eager_finite: "the compiled loss is broken / comes back as NaN" ----------------------
+@pytest.mark.parametrize("text", [
+    "compile_loss function is broken, the loss comes back as NaN on every step",
+    "since the torch.compile change the loss returns nan; the commit before it is fine",
+    "with inductor the training results in a loss of nan",
+])
+def test_a_compiled_path_giving_nan_is_read(kb, text):
+    assert fact(kb, "nanloss.eager_finite", text) is True
+
+
+@pytest.mark.parametrize("text", [
+    "torch.compile is broken on Windows, it crashes before the first step",
+    "the compiled model returns a loss of 2.3",
+    "compilation returns an error about triton",
+])
+def test_compile_trouble_without_nan_is_not(kb, text):
+    assert fact(kb, "nanloss.eager_finite", text) is None
