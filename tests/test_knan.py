@@ -175,3 +175,67 @@ def test_a_compiled_path_giving_nan_is_read(kb, text):
 ])
 def test_compile_trouble_without_nan_is_not(kb, text):
     assert fact(kb, "nanloss.eager_finite", text) is None
+
+
+# --- zero-loss.rl-zero-advantage: loss AND grad norm 0 in GRPO, no reward spread inside a group ------
+
+@pytest.mark.parametrize("text", [
+    "{'loss': 0.0, 'grad_norm': 0.0, 'learning_rate': 2e-06, 'epoch': 0.1}",
+    "the loss and grad_norm are both 0 on every step",
+    "grad norm is always zero after the first step",
+    "训练过程中loss和grad_norm都为0",
+    "grad_norm一直是0，学习率正常",
+])
+def test_a_grad_norm_of_exactly_zero_is_read(kb, text):
+    assert fact(kb, "zeroloss.grad_norm_zero", text) is True
+
+
+@pytest.mark.parametrize("text", [
+    "{'loss': 0.0, 'grad_norm': 0.0823, 'learning_rate': 2e-06}",
+    "{'loss': 0.0, 'grad_norm': nan, 'learning_rate': 2e-06}",
+    "max_grad_norm 0 disables clipping in my config",
+    "grad_norm不为0，但是loss为0",
+    "the grad norm is 0.5 and stable",
+])
+def test_a_small_nan_or_nonzero_grad_norm_is_not(kb, text):
+    assert fact(kb, "zeroloss.grad_norm_zero", text) is None
+
+
+@pytest.mark.parametrize("text", [
+    "{'reward': 1.0, 'reward_std': 0.0, 'frac_reward_zero_std': 1.0, 'kl': 0.0}",
+    "'frac_reward_zero_std': 0.96875",
+    "the reward std is always 0 even though each reward function varies",
+    "all the completions of a prompt get the same reward",
+    "GRPO 训练时 reward 的 std 始终为 0",
+    "看了 log_completions，同一组的 reward 都一样",
+])
+def test_no_reward_spread_in_a_group_is_read(kb, text):
+    assert fact(kb, "zeroloss.group_reward_std_zero", text) is True
+
+
+@pytest.mark.parametrize("text", [
+    "{'reward': 0.41, 'reward_std': 0.4397, 'frac_reward_zero_std': 0.0}",
+    "the reward std is not 0, it moves between 0.2 and 0.5",
+    "rewards/format_reward/std: 0.0 but reward_std: 0.31",
+    "reward_std 为 0.35，看起来正常",
+    "每组的 reward 都不一样",
+])
+def test_a_spread_of_rewards_is_not(kb, text):
+    assert fact(kb, "zeroloss.group_reward_std_zero", text) is None
+
+
+def test_zero_loss_and_grad_norm_in_grpo_rank_the_zero_advantage_first():
+    causes = ranked("GRPO with TRL on a 1.5B model and a 0/1 math reward. Every log line looks like "
+                    "{'loss': 0.0, 'grad_norm': 0.0, 'reward': 0.0, 'reward_std': 0.0, "
+                    "'frac_reward_zero_std': 1.0} and the weights do not move.")
+    assert causes[0] == "zero-loss.rl-zero-advantage"
+
+
+def test_the_chinese_report_ranks_it_top_three():
+    causes = ranked("用 swift rlhf 跑 grpo，自己写的奖励函数，loss 和 grad_norm 一直为 0，reward_std 也是 0")
+    assert "zero-loss.rl-zero-advantage" in causes[:3]
+
+
+def test_a_zero_grpo_loss_with_a_live_gradient_stays_by_design():
+    causes = ranked("GRPO training: loss is 0.0 at the start, grad_norm around 0.3, reward slowly rising")
+    assert causes[0] == "zero-loss.rl-loss-by-design"
