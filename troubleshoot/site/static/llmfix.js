@@ -770,8 +770,8 @@
   }
 
   // ------------------------------------------------------------------ engine.py
-  function scoreCause(cause, facts) {
-    var odds = cause.prior / (1 - cause.prior), lines = [], confirmed = false;
+  function scoreCause(cause, facts, consts) {   // a factor <= COUNTERS defeats a confirms item
+    var odds = cause.prior / (1 - cause.prior), lines = [], confirmed = false, countered = false;
     cause.evidence.forEach(function (ev) {
       var holds;
       try {
@@ -783,9 +783,10 @@
       var factor = holds ? ev.lr : ev.else_lr;
       odds *= factor;
       confirmed = confirmed || (holds && ev.confirms);
+      countered = countered || factor <= consts.COUNTERS;
       lines.push({ facts: ev.facts, factor: factor, holds: holds, says: holds ? ev.says : "", src: ev.src });
     });
-    return { score: odds / (1 + odds), lines: lines, confirmed: confirmed };
+    return { score: odds / (1 + odds), lines: lines, confirmed: confirmed && !countered };
   }
 
   // status_of(): untested until a factor other than 1 applied; ruled-out only when the factors
@@ -805,7 +806,7 @@
   function rank(symptom, facts, weight) {        // sorted by the score shown: weight × posterior
     weight = weight === undefined ? 1.0 : weight;
     var ranked = symptom.causes.map(function (cause) {
-      var s = scoreCause(cause, facts), score = s.score * weight;
+      var s = scoreCause(cause, facts, symptom.consts), score = s.score * weight;
       return { id: cause.id, cause: cause, score: score, posterior: s.score, weight: weight, lines: s.lines,
                status: statusOf(cause.prior, s.lines, s.confirmed, s.score, weight, symptom.consts) };
     });
@@ -819,7 +820,7 @@
   function openQuestions(symptom, facts, unknown, weight) {
     weight = weight === undefined ? 1.0 : weight;
     var posteriors = new Map();
-    symptom.causes.forEach(function (c) { posteriors.set(c.id, scoreCause(c, facts).score); });
+    symptom.causes.forEach(function (c) { posteriors.set(c.id, scoreCause(c, facts, symptom.consts).score); });
     var known = new Set(Array.from(facts.keys()).concat(Array.from(unknown)));
     var best = new Map();
     symptom.checks.forEach(function (check) {
