@@ -137,3 +137,12 @@ def test_words_do_not_move_a_cause_the_evidence_decided():
     causes = json.loads(data.stdout)["causes"]
     decoding = next(c for c in causes if c["id"] == "repetition.decoding-params")
     assert decoding["status"] == "ruled-out" and words_line(decoding) is None
+
+
+def test_a_description_keeps_only_the_fact_words_that_support_the_cause():
+    """Reward hacking reads the algorithm in ["ppo", "grpo", "rloo"]: "GRPO" describes it, and
+    "DPO", a spelling of the same fact with a value it does not test, does not."""
+    kb = load()
+    words = lexical.description(kb, kb.causes["preference-divergence.reward-hacking"]).split("\n")
+    assert "GRPO" in words and "PPOTrainer" in words
+    assert "DPO" not in words and "DPOTrainer" not in words

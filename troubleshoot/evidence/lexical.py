@@ -26,6 +26,7 @@ from typing import NamedTuple
 
 from .. import matcher
 from ..knowledge.cache import memo
+from ..knowledge.expr import ExprError, Unknown
 from ..knowledge.model import Cause, KnowledgeBase
 from ..matcher import GENERIC, bounded, normalize, tokens
 from ..prose import prose
@@ -97,19 +98,31 @@ def _surface_forms(text: str) -> dict[str, str]:
 
 
 def description(kb: KnowledgeBase, cause: Cause) -> str:
-    """What the knowledge says about one cause, in words a report about it might share."""
-    parts, facts = [cause.title, cause.summary, *(r.text for r in cause.reported_as)], set()
+    """What the knowledge says about one cause, in words a report about it might share: of a
+    supporting fact's text rules, only those whose value supports it ("DPO" sets the stage to
+    rlhf, which a GRPO cause reads too, but it never says the run is GRPO)."""
+    parts, facts, words = [cause.title, cause.summary, *(r.text for r in cause.reported_as)], set(), []
     for ev in cause.evidence:
         if ev.lr > 1:
             parts.append(ev.says)
             facts |= ev.when.facts
+            words += [word for name in sorted(ev.when.facts) if name in kb.facts
+                      for rule in kb.facts[name].text if _supports(ev.when, name, rule.set)
+                      for word in rule.words]
     parts += [kb.fixes[fid].title for fid in cause.fixes if fid in kb.fixes]
-    for name in sorted(facts):
-        spec = kb.facts.get(name)
-        if spec is not None:
-            parts.append(spec.description)
-            parts += [word for rule in spec.text for word in rule.words]
-    return "\n".join(part for part in parts if part)
+    parts += [kb.facts[name].description for name in sorted(facts) if name in kb.facts]
+    return "\n".join(part for part in [*parts, *dict.fromkeys(words)] if part)
+
+
+def _supports(when, name: str, value) -> bool:
+    """Whether a text rule setting ``name`` to ``value`` can make the condition hold (a rule that
+    captures its value, or a condition that needs other facts too, may)."""
+    if value is None:
+        return True
+    try:
+        return bool(when.evaluate({name: value}))
+    except (Unknown, ExprError):
+        return True
 
 
 def build_index(kb: KnowledgeBase) -> dict:
