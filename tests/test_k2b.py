@@ -1,0 +1,70 @@
+"""Causes from the second-wave survey of public data-artifacts / no-grad-flow / loss-plateau
+threads: a chat template rendered to text and tokenised again (two BOS tokens), the checkpoint
+warning of a frozen branch (not a fault), and a loss that has reached the data's floor (not a
+fault); plus the wordings those reports used.
+
+The texts are written for this test in the words such reports use; each new cause must rank in
+the top 3 of `llmfix ask --no-input --json` without questions."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from troubleshoot import cli
+from troubleshoot.evidence import extract
+from troubleshoot.knowledge import load
+
+
+@pytest.fixture(scope="module")
+def kb():
+    return load()
+
+
+def _fact(kb, text: str, name: str):
+    hit = extract(kb, text).facts.get(name)
+    return hit.value if hit else None
+
+
+def _ranked(text: str) -> list[str]:
+    result = CliRunner().invoke(cli.main, ["ask", "--no-input", "--json", "--top", "20", text])
+    assert result.exit_code in (0, 1), result.output
+    return [c["id"] for c in json.loads(result.stdout)["causes"]]
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("every prompt now starts with two BOS tokens", True),
+    ("Additional BOS token when using my eval script", True),
+    ("I see a double bos in the input ids", True),
+    ("input_ids: [128000, 128000, 128006, 882, 128007]", True),
+    ("<|begin_of_text|><|begin_of_text|><|start_header_id|>user", True),
+    ("the bos token is added twice by the tokenizer", True),
+    ("数据处理后开头有两个 bos", True),
+    ("bos token 重复了两次", True),
+    ("llama_tokenize: Added a BOS token to the prompt as specified by the model but the prompt also "
+     "starts with a BOS token. So now the final prompt starts with 2 BOS tokens.", True),
+    # near misses: one BOS, a BOS id once, a setting that names the token
+    ("input_ids: [128000, 128006, 882, 128007]", None),
+    ("the tokenizer adds a bos token at the start", None),
+    ("add_bos_token: true in tokenizer_config.json", None),
+])
+def test_double_bos_is_read_from_words_ids_and_the_llamacpp_warning(kb, text, expected):
+    assert _fact(kb, text, "data.tokens.double_bos") == expected
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("prompt = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)", True),
+    ("ids = tokenizer.apply_chat_template(messages, tokenize=True)", None),
+])
+def test_template_rendered_as_text_is_read_from_code(kb, text, expected):
+    assert _fact(kb, text, "data.template_rendered_as_text") == expected
+
+
+@pytest.mark.parametrize("text", [
+    "Our SFT data pipeline calls apply_chat_template(msgs, tokenize=False) and then tokenizer(text) "
+    "for Llama-3-8B-Instruct; the decoded samples begin with <|begin_of_text|><|begin_of_text|>.",
+    "用 Qwen 的 DeepSeek-R1-Distill 做评测，先 apply_chat_template 成字符串再编码，结果每条输入开头有两个 bos。",
+])
+def test_double_bos_ranks_in_top_three(text):
+    assert "data-artifacts.double-bos" in _ranked(text)[:3]
