@@ -68,3 +68,34 @@ def test_template_rendered_as_text_is_read_from_code(kb, text, expected):
 ])
 def test_double_bos_ranks_in_top_three(text):
     assert "data-artifacts.double-bos" in _ranked(text)[:3]
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("--freeze_vision_tower True --freeze_llm False", True),
+    ("the vision tower is frozen and only the projector trains", True),
+    ("I froze the ViT and the Q-Former", True),
+    ("冻结了 ViT，只训练线性层", True),
+    ("vision encoder 冻结，LLM 全参训练", True),
+    # near misses: a frozen embedding layer, unfreezing the tower
+    ("the embeddings are frozen under LoRA", None),
+    ("--freeze_vision_tower False", False),
+])
+def test_frozen_branch_is_read_from_flags_and_words(kb, text, expected):
+    assert _fact(kb, text, "nograd.frozen_branch") == expected
+
+
+@pytest.mark.parametrize("text", [
+    "Fine-tuning LLaVA with --freeze_vision_tower True and gradient checkpointing: the log keeps printing "
+    "UserWarning: None of the inputs have requires_grad=True. Gradients will be None. The loss goes down, "
+    "is the training still valid?",
+    "多模态模型冻结了视觉编码器，开启梯度检查点后一直报 None of the inputs have requires_grad=True. "
+    "Gradients will be None，但是 loss 正常下降，这个警告有影响吗？",
+])
+def test_frozen_branch_warning_ranks_in_top_three(text):
+    assert "no-grad-flow.frozen-branch-checkpoint-warning" in _ranked(text)[:3]
+
+
+def test_lora_checkpoint_warning_without_frozen_branch_still_points_at_gc_inputs():
+    text = ("LoRA on Llama-2-7b with gradient_checkpointing=True: None of the inputs have requires_grad=True. "
+            "Gradients will be None, and lora_B stays all zeros after 500 steps.")
+    assert _ranked(text)[0] == "no-grad-flow.gc-frozen-embeddings"
