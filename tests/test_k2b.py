@@ -99,3 +99,33 @@ def test_lora_checkpoint_warning_without_frozen_branch_still_points_at_gc_inputs
     text = ("LoRA on Llama-2-7b with gradient_checkpointing=True: None of the inputs have requires_grad=True. "
             "Gradients will be None, and lora_B stays all zeros after 500 steps.")
     assert _ranked(text)[0] == "no-grad-flow.gc-frozen-embeddings"
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("My SFT loss settles at 0.9 after 2 epochs, is this normal?", True),
+    ("What final loss should I expect for LoRA SFT on chat data?", True),
+    ("how low should the training loss go", True),
+    ("SFT的loss最终大概降到多少比较合适", True),
+    ("请问pt阶段的loss如图正常吗", True),
+    ("最低的loss是多少", True),
+    # near misses: a fault named, no question about the level
+    ("the loss does not decrease at all", None),
+    ("is this a bug in the trainer?", None),
+    ("loss正常下降，但是输出重复", None),
+])
+def test_asks_if_normal_is_read_from_questions_about_the_loss_level(kb, text, expected):
+    assert _fact(kb, text, "lossplateau.asks_if_normal") == expected
+
+
+@pytest.mark.parametrize("text", [
+    "Fine-tuning Qwen2.5-7B with LoRA on 20k chat samples: the loss drops from 2.1 to 1.0 in the first "
+    "200 steps and then stays around 0.9 for the rest of the epoch. Is this loss normal or should it go lower?",
+    "用 LLaMA-Factory 做 SFT，loss 开始降得很快，后面一直在 0.7 左右波动，请问最终 loss 一般能降到多少？",
+])
+def test_expected_loss_floor_ranks_in_top_three(text):
+    assert "loss-plateau.expected-loss-floor" in _ranked(text)[:3]
+
+
+def test_loss_at_ln_vocab_is_no_floor():
+    text = "pretraining from scratch with a 32k vocab: the loss is stuck at 10.4 for 3000 steps, is this normal?"
+    assert _ranked(text)[0] != "loss-plateau.expected-loss-floor"
