@@ -129,3 +129,24 @@ def test_expected_loss_floor_ranks_in_top_three(text):
 def test_loss_at_ln_vocab_is_no_floor():
     text = "pretraining from scratch with a 32k vocab: the loss is stuck at 10.4 for 3000 steps, is this normal?"
     assert _ranked(text)[0] != "loss-plateau.expected-loss-floor"
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("With ZeRO-3 the trainable params count is 0 on every rank.", True),
+    ("param.numel() returns 0 for every weight when I set zero stage 3", True),
+    ("zero3 下可训练参数为 0，zero2 正常", True),
+    # near misses: a zero count without ZeRO-3, ZeRO-3 with a real count
+    ("trainable params: 0 || all params: 6738415616", None),
+    ("zero3 training, trainable params is 4194304", None),
+])
+def test_zero3_count_is_read_from_words(kb, text, expected):
+    assert _fact(kb, text, "nograd.zero3_count_zero") == expected
+
+
+@pytest.mark.parametrize("text", [
+    "Training Llama-2-7b with the HF Trainer and a DeepSpeed zero3 config: with ZeRO-3 the number of trainable "
+    "parameters is 0 in the log, with ZeRO-2 it shows 6.7B. The loss still goes down, is something broken?",
+    "deepspeed zero3 训练时打印的可训练参数为 0，换成 zero2 就正常了，loss 也在下降，这正常吗？",
+])
+def test_zero3_count_ranks_in_top_three(text):
+    assert "no-grad-flow.zero3-partitioned-count" in _ranked(text)[:3]
