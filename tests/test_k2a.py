@@ -1,7 +1,8 @@
 """Knowledge added from the k2a survey of public tracker threads (second wave on system-failure,
 eval-oom, save-export, tp-mismatch, preference-divergence): a tied-embedding fine-tune whose
 extra lm_head a serving engine rejects, a reward model too weak to steer PPO, an accuracy reward
-that stays near zero, and a process ended by SIGKILL reported only by its exit code.
+that stays near zero, a process ended by SIGKILL reported only by its exit code, and an RL rollout
+engine that reserves the GPU memory the trainer needs.
 
 The words set their facts, near misses do not, and short reports written for this test in the
 words such reports use rank the cause in the top 3 of `llmfix ask --no-input --json`."""
@@ -36,6 +37,10 @@ FACT_CASES = [
     # the accuracy reward flat at zero
     ("prefdiv.accuracy_reward_near_zero", "the format reward goes up but the accuracy reward stays close to 0"),
     ("prefdiv.accuracy_reward_near_zero", "格式奖励在涨，准确率奖励几乎为0"),
+    # a rollout engine sharing the training GPUs
+    ("system.rollout_engine_colocated", "GRPOConfig(use_vllm=True, vllm_mode='colocate', vllm_gpu_memory_utilization=0.9)"),
+    ("system.rollout_engine_colocated", "actor_rollout_ref.rollout.gpu_memory_utilization=0.7"),
+    ("system.rollout_wake_oom", "cuda error: out of memory at /workspace/csrc/cumem_allocator.cpp:62"),
 ]
 
 
@@ -56,6 +61,8 @@ NEAR_MISSES = [
     ("prefdiv.reward_model_weak", "the reward model is well trained, eval accuracy 0.93"),
     # an accuracy reward that left zero
     ("prefdiv.accuracy_reward_near_zero", "the accuracy reward rose from nearly zero to 0.6 within 200 steps"),
+    # a GPU memory setting of a plain inference server
+    ("system.rollout_engine_colocated", "vllm serve Qwen/Qwen2.5-7B --gpu-memory-utilization 0.9"),
 ]
 
 
@@ -76,6 +83,10 @@ REPORTS = [
      "preference-divergence.reward-never-fires"),
     ("CPU-only training runs for a few hours and then stops with ERROR: error code -9, no traceback",
      "system-failure.host-memory"),
+    ("GRPO on Qwen2.5-7B with vLLM colocated on 8 A100s: torch.OutOfMemoryError CUDA out of memory in the third step, "
+     "vllm_gpu_memory_utilization=0.9", "system-failure.rollout-engine-memory"),
+    ("verl PPO 训练到 rollout 阶段报 cuda error: out of memory at /workspace/csrc/cumem_allocator.cpp:62",
+     "system-failure.rollout-engine-memory"),
 ]
 
 
