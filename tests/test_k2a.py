@@ -41,6 +41,9 @@ FACT_CASES = [
     ("system.rollout_engine_colocated", "GRPOConfig(use_vllm=True, vllm_mode='colocate', vllm_gpu_memory_utilization=0.9)"),
     ("system.rollout_engine_colocated", "actor_rollout_ref.rollout.gpu_memory_utilization=0.7"),
     ("system.rollout_wake_oom", "cuda error: out of memory at /workspace/csrc/cumem_allocator.cpp:62"),
+    # accelerate's refusal on consumer cards without P2P
+    ("system.geforce40_multi_gpu", "NotImplementedError: Using RTX 4000 series doesn't support faster communication broadband via P2P or IB. "
+     'Please set `NCCL_P2P_DISABLE="1"` and `NCCL_IB_DISABLE="1" or use `accelerate launch` which will do this automatically.'),
 ]
 
 
@@ -87,6 +90,8 @@ REPORTS = [
      "vllm_gpu_memory_utilization=0.9", "system-failure.rollout-engine-memory"),
     ("verl PPO 训练到 rollout 阶段报 cuda error: out of memory at /workspace/csrc/cumem_allocator.cpp:62",
      "system-failure.rollout-engine-memory"),
+    ("4张4090跑多卡微调，python train.py 直接报 NotImplementedError: Using RTX 3090 or 4000 series doesn't support faster "
+     "communication broadband via P2P or IB.", "system-failure.nccl-network"),
 ]
 
 
