@@ -1,0 +1,28 @@
+CUDA_VISIBLE_DEVICES=0 python src/train_bash.py \
+    --stage sft \
+    --model_name_or_path /data/obsfs/qwen-14b-chat \
+    --do_train \
+    --do_eval \
+    --val_size 0.1 \
+    --dataset zhetian_sft \
+    --template qwen \
+    --finetuning_type lora \
+    --lora_rank 32 \
+    --lora_alpha 64 \
+    --lora_dropout 0.1 \
+    --lora_target c_attn,w1,w2 \
+    --quantization_bit 4 \
+    --max_length 2048 \
+    --output_dir /data/obsfs/LLaMA_Efficient_Tuning/sft_qlora/qwen-7b  \
+    --overwrite_cache \
+    --per_device_train_batch_size 12 \
+    --gradient_accumulation_steps 6 \
+    --lr_scheduler_type cosine \
+    --logging_steps 10 \
+    --save_steps 300 \
+    --eval_steps 100 \
+    --learning_rate 5e-4 \
+    --warmup_steps 1000 \
+    --num_train_epochs 2.0 \
+    --plot_loss \
+    --fp16

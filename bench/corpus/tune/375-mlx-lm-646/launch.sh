@@ -1,0 +1,1 @@
+mlx_lm.fuse --model openai/gpt-oss-20b

@@ -1,0 +1,24 @@
+#!/bin/bash
+accelerate launch src/train_bash.py \
+    --stage sft \
+    --model_name_or_path /cpfs01/shared/public/xulifeng_work/Llama-2-7b-chat-hf/ \
+    --do_train \
+    --prompt_template llama2 \
+    --dataset suanshi \
+    --finetuning_type lora \
+    --output_dir llama2_suanshi_rank_16_sft_checkpoint \
+    --overwrite_cache \
+    --max_source_length 1024 \
+    --max_target_length 1024 \
+    --lora_rank 16 \
+    --lora_target  "q_proj,v_proj,k_proj,o_proj" \
+    --per_device_train_batch_size 4 \
+    --gradient_accumulation_steps 4 \
+    --lr_scheduler_type cosine \
+    --logging_steps 1 \
+    --save_steps 5 \
+    --learning_rate 2e-4 \
+    --num_train_epochs 10.0 \
+    --ddp_find_unused_parameters False \
+    --plot_loss \
+    --fp16

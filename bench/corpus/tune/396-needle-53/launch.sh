@@ -1,0 +1,1 @@
+needle finetune data.jsonl --epochs 3 --checkpoint needle2.pkl
