@@ -6,20 +6,11 @@ engine that reserves the GPU memory the trainer needs.
 
 The words set their facts, near misses do not, and short reports written for this test in the
 words such reports use rank the cause in the top 3 of `llmfix ask --no-input --json`."""
-import json
 
 import pytest
-from click.testing import CliRunner
+from asking import ranked
 
-from troubleshoot.cli import main
 from troubleshoot.evidence import extract
-
-
-def ranked(text: str) -> list[str]:
-    result = CliRunner().invoke(main, ["ask", text, "--no-input", "--json"])
-    assert result.exit_code in (0, 1), result.output
-    return [c["id"] for c in json.loads(result.stdout)["causes"]]
-
 
 FACT_CASES = [
     # the engine's loader has no lm_head for a tied model

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from asking import fact_value, ranked
 from click.testing import CliRunner
 
 from troubleshoot.cli import main
@@ -18,17 +19,6 @@ from troubleshoot.knowledge import load
 @pytest.fixture(scope="module")
 def kb():
     return load()
-
-
-def fact(kb, name: str, text: str):
-    hit = extract(kb, text).facts.get(name)
-    return hit.value if hit else None
-
-
-def ranked(text: str) -> list[str]:
-    result = CliRunner().invoke(main, ["ask", text, "--no-input", "--json"])
-    assert result.exit_code in (0, 1), result.output   # 1: --fail-on found a confirmed cause
-    return [c["id"] for c in json.loads(result.stdout)["causes"]]
 
 
 def posterior_of(text: str, cause: str) -> dict:
@@ -48,7 +38,7 @@ def posterior_of(text: str, cause: str) -> dict:
     "epoch结束后loss骤降了一大截",
 ])
 def test_the_staircase_is_read(kb, text):
-    assert fact(kb, "lossspike.epoch_boundary_drop", text) is True
+    assert fact_value(kb, text, "lossspike.epoch_boundary_drop") is True
 
 
 @pytest.mark.parametrize("text", [
@@ -60,7 +50,7 @@ def test_the_staircase_is_read(kb, text):
     "dropout 0.1 at each epoch",
 ])
 def test_other_epoch_talk_is_not_the_staircase(kb, text):
-    assert fact(kb, "lossspike.epoch_boundary_drop", text) is None
+    assert fact_value(kb, text, "lossspike.epoch_boundary_drop") is None
 
 
 # --- fp16overflow.occasional_skips ------------------------------------------------------------
@@ -73,7 +63,7 @@ def test_other_epoch_talk_is_not_the_staircase(kb, text):
     "deepspeed 偶尔打印 overflow skipping step，有影响吗",
 ])
 def test_a_few_skips_are_read(kb, text):
-    assert fact(kb, "fp16overflow.occasional_skips", text) is True
+    assert fact_value(kb, text, "fp16overflow.occasional_skips") is True
 
 
 @pytest.mark.parametrize("text", [
@@ -83,7 +73,7 @@ def test_a_few_skips_are_read(kb, text):
     "is this normal? the loss is nan",
 ])
 def test_a_collapse_is_not_a_few_skips(kb, text):
-    assert fact(kb, "fp16overflow.occasional_skips", text) is None
+    assert fact_value(kb, text, "fp16overflow.occasional_skips") is None
 
 
 # --- verl batch sizes and the zero accumulation count -------------------------------------------
@@ -111,7 +101,7 @@ def test_verl_batch_settings_are_read(kb):
     ("gradient accumulation is 0.5x slower", None),
 ])
 def test_zero_accumulation_wording(kb, text, expected):
-    assert fact(kb, "nanloss.zero_grad_accumulation", text) is expected
+    assert fact_value(kb, text, "nanloss.zero_grad_accumulation") is expected
 
 
 # --- nanloss.eager_finite / train.torch_compile ----------------------------------------------------
@@ -124,7 +114,7 @@ def test_zero_accumulation_wording(kb, text, expected):
     "去掉 compile 之后训练就正常了",
 ])
 def test_a_finite_eager_run_is_read(kb, text):
-    assert fact(kb, "nanloss.eager_finite", text) is True
+    assert fact_value(kb, text, "nanloss.eager_finite") is True
 
 
 @pytest.mark.parametrize("text", [
@@ -133,7 +123,7 @@ def test_a_finite_eager_run_is_read(kb, text):
     "I disabled flash attention and now it works fine",
 ])
 def test_other_comparisons_are_not_the_compile_test(kb, text):
-    assert fact(kb, "nanloss.eager_finite", text) is None
+    assert fact_value(kb, text, "nanloss.eager_finite") is None
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -141,7 +131,7 @@ def test_other_comparisons_are_not_the_compile_test(kb, text):
     ("python train.py --compile=False", False), ("compile the dataset into shards", None),
 ])
 def test_compile_settings(kb, text, expected):
-    assert fact(kb, "train.torch_compile", text) is expected
+    assert fact_value(kb, text, "train.torch_compile") is expected
 
 
 # --- the causes, ranked from short reports ----------------------------------------------------

@@ -6,13 +6,12 @@ The texts are written for this test in the words such reports use; each new caus
 the top 3 of `llmfix ask --no-input --json` without questions."""
 from __future__ import annotations
 
-import json
 import logging
 
 import pytest
-from click.testing import CliRunner
+from asking import fact_value as _fact
+from asking import ranked as _ranked
 
-from troubleshoot import cli
 from troubleshoot.evidence import extract
 from troubleshoot.knowledge import load
 
@@ -20,17 +19,6 @@ from troubleshoot.knowledge import load
 @pytest.fixture(scope="module")
 def kb():
     return load()
-
-
-def _fact(kb, text: str, name: str):
-    hit = extract(kb, text).facts.get(name)
-    return hit.value if hit else None
-
-
-def _ranked(text: str) -> list[str]:
-    result = CliRunner().invoke(cli.main, ["ask", "--no-input", "--json", "--top", "20", text])
-    assert result.exit_code in (0, 1), result.output
-    return [c["id"] for c in json.loads(result.stdout)["causes"]]
 
 
 @pytest.mark.parametrize("text, expected", [

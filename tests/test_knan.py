@@ -5,30 +5,15 @@ scaler settling. Each text fact is read from wording written for this test (EN a
 unset by near misses; each engine test asks about a short report written here."""
 from __future__ import annotations
 
-import json
-
 import pytest
-from click.testing import CliRunner
+from asking import fact_value, ranked
 
-from troubleshoot.cli import main
-from troubleshoot.evidence import extract
 from troubleshoot.knowledge import load
 
 
 @pytest.fixture(scope="module")
 def kb():
     return load()
-
-
-def fact(kb, name: str, text: str):
-    hit = extract(kb, text).facts.get(name)
-    return hit.value if hit else None
-
-
-def ranked(text: str) -> list[str]:
-    result = CliRunner().invoke(main, ["ask", text, "--no-input", "--json"])
-    assert result.exit_code in (0, 1), result.output   # 1: --fail-on found a confirmed cause
-    return [c["id"] for c in json.loads(result.stdout)["causes"]]
 
 
 # --- zeroloss.dropped_mid_run -----------------------------------------------------------------
@@ -43,7 +28,7 @@ def ranked(text: str) -> list[str]:
     "跑到第二个epoch，loss一下子降为0",
 ])
 def test_a_loss_that_falls_to_zero_later_is_read(kb, text):
-    assert fact(kb, "zeroloss.dropped_mid_run", text) is True
+    assert fact_value(kb, text, "zeroloss.dropped_mid_run") is True
 
 
 @pytest.mark.parametrize("text", [
@@ -54,7 +39,7 @@ def test_a_loss_that_falls_to_zero_later_is_read(kb, text):
     "after 100 steps the eval accuracy is 0",
 ])
 def test_zero_from_the_start_or_a_low_loss_is_not_a_late_drop(kb, text):
-    assert fact(kb, "zeroloss.dropped_mid_run", text) is None
+    assert fact_value(kb, text, "zeroloss.dropped_mid_run") is None
 
 
 def test_a_late_drop_to_zero_puts_a_numeric_fault_above_masked_labels():
@@ -86,7 +71,7 @@ def test_a_zero_grpo_loss_still_is():
     "deepspeed 的溢出提示时有时无",
 ])
 def test_occasional_overflow_words_are_read(kb, text):
-    assert fact(kb, "fp16overflow.occasional_skips", text) is True
+    assert fact_value(kb, text, "fp16overflow.occasional_skips") is True
 
 
 @pytest.mark.parametrize("text", [
@@ -95,7 +80,7 @@ def test_occasional_overflow_words_are_read(kb, text):
     "OVERFLOW! Rank 0 Skipping step on every step, the loss scale keeps falling",
 ])
 def test_occasional_without_overflow_or_persistent_overflow_is_not(kb, text):
-    assert fact(kb, "fp16overflow.occasional_skips", text) is None
+    assert fact_value(kb, text, "fp16overflow.occasional_skips") is None
 
 
 def test_occasional_skips_on_a_bf16_model_rank_the_harmless_cause_top_three():
@@ -113,7 +98,7 @@ def test_occasional_skips_on_a_bf16_model_rank_the_harmless_cause_top_three():
     "MoE的负载均衡loss没有梯度，路由器学不到均衡",
 ])
 def test_an_inert_balancing_loss_is_read(kb, text):
-    assert fact(kb, "moerouting.aux_loss_inert", text) is True
+    assert fact_value(kb, text, "moerouting.aux_loss_inert") is True
 
 
 @pytest.mark.parametrize("text", [
@@ -123,7 +108,7 @@ def test_an_inert_balancing_loss_is_read(kb, text):
     "负载均衡loss在下降",
 ])
 def test_a_working_balancing_loss_is_not_inert(kb, text):
-    assert fact(kb, "moerouting.aux_loss_inert", text) is None
+    assert fact_value(kb, text, "moerouting.aux_loss_inert") is None
 
 
 def test_an_inert_balancing_loss_ranks_the_broken_aux_loss_first():
@@ -140,7 +125,7 @@ def test_an_inert_balancing_loss_ranks_the_broken_aux_loss_first():
     "the same DPO run trains clean with eager",
 ])
 def test_a_clean_run_without_the_fused_kernel_is_read(kb, text):
-    assert fact(kb, "zeroloss.eager_fixes", text) is True
+    assert fact_value(kb, text, "zeroloss.eager_fixes") is True
 
 
 @pytest.mark.parametrize("text", [
@@ -149,7 +134,7 @@ def test_a_clean_run_without_the_fused_kernel_is_read(kb, text):
     "the run is clean with bf16",
 ])
 def test_kernel_talk_without_a_clean_run_is_not(kb, text):
-    assert fact(kb, "zeroloss.eager_fixes", text) is None
+    assert fact_value(kb, text, "zeroloss.eager_fixes") is None
 
 
 def test_a_nan_that_the_cudnn_backend_causes_ranks_the_attention_kernel_first():
@@ -165,7 +150,7 @@ def test_a_nan_that_the_cudnn_backend_causes_ranks_the_attention_kernel_first():
     "with inductor the training results in a loss of nan",
 ])
 def test_a_compiled_path_giving_nan_is_read(kb, text):
-    assert fact(kb, "nanloss.eager_finite", text) is True
+    assert fact_value(kb, text, "nanloss.eager_finite") is True
 
 
 @pytest.mark.parametrize("text", [
@@ -174,7 +159,7 @@ def test_a_compiled_path_giving_nan_is_read(kb, text):
     "compilation returns an error about triton",
 ])
 def test_compile_trouble_without_nan_is_not(kb, text):
-    assert fact(kb, "nanloss.eager_finite", text) is None
+    assert fact_value(kb, text, "nanloss.eager_finite") is None
 
 
 # --- zero-loss.rl-zero-advantage: loss AND grad norm 0 in GRPO, no reward spread inside a group ------
@@ -187,7 +172,7 @@ def test_compile_trouble_without_nan_is_not(kb, text):
     "grad_norm一直是0，学习率正常",
 ])
 def test_a_grad_norm_of_exactly_zero_is_read(kb, text):
-    assert fact(kb, "zeroloss.grad_norm_zero", text) is True
+    assert fact_value(kb, text, "zeroloss.grad_norm_zero") is True
 
 
 @pytest.mark.parametrize("text", [
@@ -198,7 +183,7 @@ def test_a_grad_norm_of_exactly_zero_is_read(kb, text):
     "the grad norm is 0.5 and stable",
 ])
 def test_a_small_nan_or_nonzero_grad_norm_is_not(kb, text):
-    assert fact(kb, "zeroloss.grad_norm_zero", text) is None
+    assert fact_value(kb, text, "zeroloss.grad_norm_zero") is None
 
 
 @pytest.mark.parametrize("text", [
@@ -210,7 +195,7 @@ def test_a_small_nan_or_nonzero_grad_norm_is_not(kb, text):
     "看了 log_completions，同一组的 reward 都一样",
 ])
 def test_no_reward_spread_in_a_group_is_read(kb, text):
-    assert fact(kb, "zeroloss.group_reward_std_zero", text) is True
+    assert fact_value(kb, text, "zeroloss.group_reward_std_zero") is True
 
 
 @pytest.mark.parametrize("text", [
@@ -221,7 +206,7 @@ def test_no_reward_spread_in_a_group_is_read(kb, text):
     "每组的 reward 都不一样",
 ])
 def test_a_spread_of_rewards_is_not(kb, text):
-    assert fact(kb, "zeroloss.group_reward_std_zero", text) is None
+    assert fact_value(kb, text, "zeroloss.group_reward_std_zero") is None
 
 
 def test_zero_loss_and_grad_norm_in_grpo_rank_the_zero_advantage_first():
