@@ -4,24 +4,16 @@ a framework version that mishandles RoPE scaling. Each is read from how reports 
 each ranks in the top 3 of `llmfix ask --no-input --json` on a short report written for this test."""
 from __future__ import annotations
 
-import json
-
 import pytest
-from click.testing import CliRunner
+from asking import fact_value as fact
+from asking import ranked as _ranked
 
-from troubleshoot.cli import main
-from troubleshoot.evidence import extract
 from troubleshoot.knowledge import load
 
 
 @pytest.fixture(scope="module")
 def kb():
     return load()
-
-
-def fact(kb, text: str, name: str):
-    hit = extract(kb, text).facts.get(name)
-    return hit.value if hit else None
 
 
 # --- preference-divergence.reward-never-fires -------------------------------------------------
@@ -118,11 +110,6 @@ def test_a_valid_rope_scaling_dict_is_not_the_refusal(kb):
 
 
 # --- the engine ranks each new cause -------------------------------------------------------------
-
-def _ranked(text: str) -> list[str]:
-    result = CliRunner().invoke(main, ["ask", "--no-input", "--json", text])
-    assert result.exit_code in (0, 1), result.output
-    return [c["id"] for c in json.loads(result.stdout)["causes"]]
 
 
 @pytest.mark.parametrize("text,cause", [

@@ -4,12 +4,9 @@ reads that complaint (lossspike.clip_looks_ineffective) and ranks the benign exp
 while a real spike or clipping that is really off keeps it down."""
 from __future__ import annotations
 
-import json
-
 import pytest
-from click.testing import CliRunner
+from asking import ranked as _ranked
 
-from troubleshoot.cli import main
 from troubleshoot.evidence import extract
 from troubleshoot.knowledge import load
 
@@ -46,11 +43,6 @@ def test_the_clipping_complaint_is_read(kb, text):
 ])
 def test_other_grad_norm_talk_is_not_the_complaint(kb, text):
     assert clip_complaint(kb, text) is None
-
-
-def _ranked(text: str) -> list[str]:
-    result = CliRunner().invoke(main, ["ask", text, "--no-input", "--json"])
-    return [c["id"] for c in json.loads(result.stdout)["causes"]]
 
 
 @pytest.mark.parametrize("text", [

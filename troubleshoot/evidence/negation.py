@@ -89,14 +89,19 @@ def negated(text: str, start: int, end: int) -> bool:
 def _denies_a_participle(before: str) -> bool:
     """The last English negator before the match negates a participle between them ("not
     correctly loaded"), so a time phrase that follows only says when that happened."""
-    last = next(reversed(list(_rx("english").finditer(before))), None) if before else None
+    last = _last("english", before)
     return last is not None and bool(_rx("participle").search(before, last.end()))
 
 
 def _negator_applies(negators: str, before: str) -> bool:
     """The last negator before the match applies unless a turn lies between them."""
-    last = next(reversed(list(_rx(negators).finditer(before))), None) if before else None
+    last = _last(negators, before)
     return last is not None and not _rx("turn").search(before, last.end())
+
+
+def _last(negators: str, before: str) -> re.Match | None:
+    """The last negator of this kind before the match, if any."""
+    return next(reversed(list(_rx(negators).finditer(before))), None) if before else None
 
 
 def _clause_before(text: str, start: int) -> str:
