@@ -61,6 +61,7 @@ class Outcome:
     symptoms: list[str] = field(default_factory=list)
     causes: list[str] = field(default_factory=list)
     twins: dict[str, list[str]] = field(default_factory=dict)  # cause id -> its same_fault ids
+    first_status: str = ""  # the status of the cause ranked first: how sure llmfix sounds
     accepted: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
     error: str = ""
@@ -135,6 +136,7 @@ def run_one(split: str, directory: Path, report: dict) -> Outcome:
         outcome.symptoms = [s["id"] for s in answer.get("symptoms", [])]
         outcome.causes = [c["id"] for c in answer.get("causes", [])]
         outcome.twins = {c["id"]: c.get("same_fault") or [] for c in answer.get("causes", [])}
+        outcome.first_status = answer["causes"][0]["status"] if answer.get("causes") else "no cause"
         outcome.accepted = [a.name for a in artifacts]
         break
     outcome.seconds = time.perf_counter() - start
@@ -198,6 +200,25 @@ def summary(outcomes: list[Outcome], splits: tuple[str, ...]) -> list[str]:
     return lines
 
 
+SURE = ("confirmed", "likely")  # the statuses that sound sure (a user acts on them first)
+
+
+def sureness(outcomes: list[Outcome], splits: tuple[str, ...]) -> list[str]:
+    """How often the first cause is right, by how sure its status sounds: a diagnosis must be
+    right when it sounds sure (a confirmed or likely first cause that is wrong costs a user most)."""
+    statuses = ["confirmed", "likely", "possible", "untested", "no cause"]
+    lines = ["| reports | first cause's status | n | share of reports | right (cause top-1) |",
+             "|---|---|---|---|---|"]
+    for split in splits:
+        mine = [o for o in outcomes if o.split == split and not o.error]
+        groups = [(status, [o for o in mine if o.first_status == status]) for status in statuses]
+        groups.insert(2, ("confirmed or likely", [o for o in mine if o.first_status in SURE]))
+        lines += [f"| {split} | {status} | {len(group)} | {share(len(group), len(mine))} "
+                  f"| {share(sum(o.rank == 1 for o in group), len(group))} |"
+                  for status, group in groups if group]
+    return lines
+
+
 def per_report_table(outcomes: list[Outcome]) -> list[str]:
     lines = ["| split | report | lang | symptom (first answered) | label | rank | first cause | artifacts |",
              "|---|---|---|---|---|---|---|---|"]
@@ -228,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.perf_counter() - start
     uncovered = sorted({o.report["label"] for o in outcomes if not o.covered})
     head = summary(outcomes, splits)
+    sure = sureness(outcomes, splits)
     text = ["# llmfix on real resolved reports: cause ranking", "",
             (f"`python bench/bench_causes.py` · {len(outcomes)} reports · {elapsed:.0f} s "
              f"with {args.workers} workers · corpus: bench/corpus (README there)."), "",
@@ -235,11 +257,15 @@ def main(argv: list[str] | None = None) -> int:
              "leave them out. Labels from issue 15's new ids count as misses until the knowledge "
              "ships them; the *labels in today's kb* rows keep only labels the shipped knowledge "
              "has."), "", *head, "",
+            "## Right when it sounds sure", "",
+            ("The status of the cause ranked first (`confirmed`, `likely`: llmfix sounds sure; "
+             "`possible`, `untested`: it does not) against whether that cause is the established "
+             "one."), "", *sure, "",
             f"Uncovered causes ({len(uncovered)}): " + (", ".join(f"`{u}`" for u in uncovered) or "none"),
             "", "## Per report", "", *per_report_table(outcomes), ""]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(text), encoding="utf-8")
-    print("\n".join(head))
+    print("\n".join(head + [""] + sure))
     print(f"wrote {args.out}")
     errors = [o for o in outcomes if o.error]
     for o in errors:

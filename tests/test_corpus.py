@@ -82,3 +82,21 @@ def test_no_untouched_holdout_thread_is_a_source_of_the_knowledge():
     cited = [_load(p)["url"] for s, p in REPORTS
              if s == "holdout" and _load(p).get("batch", 1) >= 3 and _cites(text, _load(p)["url"])]
     assert not cited, cited
+
+
+def test_sureness_counts_the_first_causes_status_against_the_label():
+    """The "right when it sounds sure" table: one row per status that occurs, and the
+    confirmed-or-likely row pools both (a wrong sure answer must show up there)."""
+    sys.path.insert(0, str(CORPUS.parent))
+    from bench_causes import Outcome, sureness
+
+    def outcome(status, first, label="nan-loss.lr-too-high"):
+        return Outcome("tune", status, {"label": label}, causes=[first], first_status=status)
+
+    rows = sureness([outcome("confirmed", "nan-loss.lr-too-high"), outcome("likely", "nan-loss.bad-init"),
+                     outcome("untested", "nan-loss.lr-too-high")], ("tune",))
+    cells = {row.split(" | ")[1]: row.split(" | ")[2:] for row in rows[2:]}
+    assert cells["confirmed"][:1] == ["1"] and cells["confirmed"][2].startswith("100 %")
+    assert cells["likely"][2].startswith("0 %")
+    assert cells["confirmed or likely"][0] == "2" and cells["confirmed or likely"][2].startswith("50 %")
+    assert "possible" not in cells
