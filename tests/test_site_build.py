@@ -430,6 +430,17 @@ def test_home_orders_symptoms_by_how_often_people_hit_them(shipped_site):
     assert shown[:len(listed)] == listed and shown[0] == "nan-loss"
 
 
+def test_a_cause_page_shows_the_settings_that_lead_to_it(shipped_site):
+    kb, out, _ = shipped_site
+    risky = [c for c in kb.causes.values() if c.risk]
+    assert risky
+    for cause in risky:
+        page = (out / "causes" / f"{cause.id}.html").read_text(encoding="utf-8")
+        assert "Settings that lead to it" in page and cause.risk.when.source in html.unescape(page), cause.id
+    quiet = next(c for c in kb.causes.values() if not c.risk)
+    assert "Settings that lead to it" not in (out / "causes" / f"{quiet.id}.html").read_text(encoding="utf-8")
+
+
 def test_calculator_inputs_have_human_labels_and_own_placeholders(shipped_site):
     kb, out, _ = shipped_site
     labels, placeholders = [], set()

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .diagnosis import WORDS, Diagnosis, EvidenceLine, Question, RankedCause, RenderedFix, SymptomMatch
-from .knowledge.expr import Expr, ExprError, Unknown, placeholder, render_template
+from .knowledge.expr import ExprError, Unknown, placeholder, render_template
 from .knowledge.model import Cause, Check, KnowledgeBase, Symptom
 from .observations import Fact, Observations
 
@@ -256,15 +256,7 @@ def open_questions(state: State) -> list[Question]:
 
 def _undefined(spec, values: Mapping[str, Any]) -> bool:
     """The known facts say this one has no value (``defined_when`` is false): asking is pointless."""
-    return spec is not None and spec.defined_when is not None and _holds(spec.defined_when, values) is False
-
-
-def _holds(expr: Expr, values: Mapping[str, Any]) -> bool | None:
-    """True / False, or None while a fact it needs is unknown."""
-    try:
-        return bool(expr.evaluate(values))
-    except (Unknown, ExprError):
-        return None
+    return spec is not None and spec.defined_when is not None and spec.defined_when.holds(values) is False
 
 
 def _movement(state: State, fact: str, causes: list[Cause], posteriors: Mapping[str, float],
@@ -293,7 +285,7 @@ def implied_symptoms(kb: KnowledgeBase, facts: Mapping[str, Fact]) -> dict[str, 
     implied: dict[str, float] = {}
     for cause in kb.causes.values():
         for ev in cause.evidence:
-            if (ev.lr < IMPLIES_SYMPTOM_LR or not _holds(ev.when, values)
+            if (ev.lr < IMPLIES_SYMPTOM_LR or not ev.when.holds(values)
                     or all(_is_setting(kb, facts[n]) or n in agnostic for n in ev.when.facts & facts.keys())):
                 continue
             score = score_cause(cause, facts)[0]
@@ -325,9 +317,9 @@ def _is_setting(kb: KnowledgeBase, fact: Fact) -> bool:
 def observed(symptom: Symptom, values: Mapping[str, Any]) -> bool | None:
     """True when the facts show the symptom (``observed_when``), False when they contradict it
     (``contradicted_when``), None when they say neither."""
-    if any(_holds(expr, values) for expr in symptom.observed_when):
+    if any(expr.holds(values) for expr in symptom.observed_when):
         return True
-    if any(_holds(expr, values) for expr in symptom.contradicted_when):
+    if any(expr.holds(values) for expr in symptom.contradicted_when):
         return False
     return None
 

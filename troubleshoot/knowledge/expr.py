@@ -147,6 +147,13 @@ class Expr:
         except (ArithmeticError, TypeError, ValueError) as err:
             raise ExprError(f"{self.source!r}: {err}") from None
 
+    def holds(self, facts: Mapping[str, Any]) -> bool | None:
+        """True / False, or None while a fact it needs is unknown (or it cannot be computed)."""
+        try:
+            return bool(self.evaluate(facts))
+        except (Unknown, ExprError):
+            return None
+
     def _eval(self, node: ast.AST, facts: Mapping[str, Any]) -> Any:
         name = dotted_name(node)
         if name is not None:

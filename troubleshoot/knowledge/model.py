@@ -120,6 +120,16 @@ class Evidence:
 
 
 @dataclass
+class Risk:
+    """Settings known to lead to a cause, flagged by `llmfix probe` before the fault shows
+    (probes/risks.py): ``when`` over facts, ``says`` what goes wrong and why."""
+
+    when: Expr
+    says: str
+    line: int = 0
+
+
+@dataclass
 class Sourced:
     """One short statement from public threads (a fix that did not help, how a report put the
     fault) with the threads it comes from."""
@@ -143,6 +153,7 @@ class Cause:
     not_this_when: str = ""
     reported_as: list[Sourced] = field(default_factory=list)
     same_fault: list[str] = field(default_factory=list)  # causes of other symptoms that are this fault
+    risk: Risk | None = None  # settings that lead to it, flagged as a warning when a probe reads them
     line: int = 0
 
     def cited(self) -> list[str]:

@@ -14,7 +14,7 @@ from ..files import read_text
 from . import cache, schema
 from .expr import Expr, ExprError, split_template
 from .layout import knowledge_files
-from .model import Article, Cause, Check, Evidence, FactSpec, FindingSpec, Fix, KnowledgeBase, Sourced, Symptom
+from .model import Article, Cause, Check, Evidence, FactSpec, FindingSpec, Fix, KnowledgeBase, Risk, Sourced, Symptom
 from .read_text import read_fact_rules, read_signatures
 from .schema import Located, Problem
 
@@ -58,6 +58,8 @@ def unknown_facts(kb: KnowledgeBase) -> list[Problem]:
             for j, ev in enumerate(cause.evidence):
                 for name in sorted(ev.when.facts - kb.facts.keys()):
                     out.append(Problem(s.file, ev.line, f"{cause.id}.evidence[{j}].when", f"unknown fact '{name}'"))
+            for name in sorted(cause.risk.when.facts - kb.facts.keys()) if cause.risk else ():
+                out.append(Problem(s.file, cause.risk.line, f"{cause.id}.risk.when", f"unknown fact '{name}'"))
         for key in ("observed_when", "contradicted_when"):
             for expr in getattr(s, key):
                 for name in sorted(expr.facts - kb.facts.keys()):
@@ -302,6 +304,7 @@ def _read_cause(doc: Located, path: tuple, raw: Any, sid: str, problems: list[Pr
                   reported_as=_read_sourced(doc, path + ("reported_as",), raw.get("reported_as"), problems),
                   same_fault=schema.check_strings(doc, path + ("same_fault",), raw.get("same_fault"), "a cause id",
                                                   problems),
+                  risk=_read_risk(doc, path + ("risk",), raw.get("risk"), problems),
                   line=doc.line(path))
     for j, item in enumerate(raw.get("evidence") or []):
         evidence = _read_evidence(doc, path + ("evidence", j), item, problems)
@@ -327,6 +330,20 @@ def _read_evidence(doc: Located, path: tuple, raw: Any, problems: list[Problem])
         return None
     return Evidence(when, float(raw["lr"]), float(raw.get("else_lr", 1.0)), bool(raw.get("confirms", False)),
                     raw.get("says", ""), doc.line(path))
+
+
+def _read_risk(doc: Located, path: tuple, raw: Any, problems: list[Problem]) -> Risk | None:
+    if raw is None:
+        return None
+    raw = schema.check_fields(doc, path, raw, schema.RISK, problems)
+    if raw is None or not raw.get("when") or not raw.get("says"):
+        return None
+    try:
+        when = Expr(str(raw["when"]), check=not doc.validated)
+    except ExprError as err:
+        problems.append(doc.problem(path + ("when",), str(err)))
+        return None
+    return Risk(when, str(raw["says"]), doc.line(path))
 
 
 def _read_fix(doc: Located, path: tuple, raw: Any, sid: str, problems: list[Problem]) -> Fix | None:

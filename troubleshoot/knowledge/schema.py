@@ -32,7 +32,9 @@ CAUSE = {"id": (str, True, "a cause id <symptom>.<cause>"), "title": (str, True,
          "evidence": (list, False, "a list of evidence items"), "fixes": (list, True, "a list of fix ids"),
          "sources": (list, True, "a list of sources"), "not_this_when": (str, False, "text"),
          "reported_as": (list, False, "a list of {text, sources}"),
-         "same_fault": (list, False, "a list of cause ids of other symptoms")}
+         "same_fault": (list, False, "a list of cause ids of other symptoms"),
+         "risk": (dict, False, "a mapping {when, says}")}
+RISK = {"when": (str, True, "an expression over facts"), "says": (str, True, "what goes wrong with these settings")}
 EVIDENCE = {"when": (str, True, "an expression over facts"), "lr": (NUMBER, True, "a likelihood ratio > 0"),
             "else_lr": (NUMBER, False, "a likelihood ratio > 0"), "confirms": (bool, False, "true or false"),
             "says": (str, False, "text")}

@@ -31,6 +31,7 @@ from .model import (
     Fix,
     KeyRule,
     KnowledgeBase,
+    Risk,
     Signature,
     SignatureContext,
     Sourced,
@@ -123,7 +124,8 @@ def _exprs(rows: list) -> list[Expr]:
 # The fields holding knowledge objects rather than plain data, and how each is read back.
 NESTED: dict[type, dict[str, Callable[[Any], Any]]] = {
     Evidence: {"when": _expr},
-    Cause: {"evidence": _many(Evidence), "reported_as": _many(Sourced)},
+    Risk: {"when": _expr},
+    Cause: {"evidence": _many(Evidence), "reported_as": _many(Sourced), "risk": lambda row: _READ[Risk](row)},
     Fix: {"did_not_work": _many(Sourced)},
     Symptom: {"checks": _many(Check), "causes": _many(Cause), "observed_when": _exprs, "contradicted_when": _exprs},
     FactSpec: {"defined_when": _expr, "text": _many(TextRule), "keys": _many(KeyRule)},
@@ -145,5 +147,5 @@ def _reader(cls: type) -> Callable[[list], Any]:
     return read_row
 
 
-_READ = {cls: _reader(cls) for cls in (Article, Cause, Check, Evidence, FactSpec, FindingSpec, Fix, Sourced,
+_READ = {cls: _reader(cls) for cls in (Article, Cause, Check, Evidence, FactSpec, FindingSpec, Fix, Risk, Sourced,
                                        KeyRule, Signature, SignatureContext, Symptom, TextRule)}

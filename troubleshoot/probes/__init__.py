@@ -106,8 +106,11 @@ def run_all(ctx: ProbeContext) -> Observations:
                   if k in out.facts and k in SHARED_FACTS and out.facts[k].source not in WRITTEN}
         out.merge(part)
         out.facts.update(merged)
+    from ..knowledge import load
+    from .risks import flag
     from .setup.coverage import account
 
+    flag(load(), out)
     account(out)
     return out
 

@@ -81,6 +81,8 @@ def _cause(kb: KnowledgeBase, c: Cause, values: Mapping[str, Any], width: int) -
     lines.append("Evidence (likelihood ratio if it holds / if not):")
     lines += [f"  {e.when.source}   ×{e.lr:g} / ×{e.else_lr:g}" + ("  (confirms)" if e.confirms else "")
               for e in c.evidence]
+    if c.risk:
+        lines += ["", *hang("Risky settings: ", f"{c.risk.when.source}: {' '.join(c.risk.says.split())}", width, 2)]
     if c.not_this_when:
         lines += ["", *hang("Not this when: ", " ".join(c.not_this_when.split()), width, 2)]
     if c.reported_as:

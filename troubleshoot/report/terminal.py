@@ -101,10 +101,15 @@ READ_IN_PART = ("logs.truncated", "logs.unreadable", "checkpoint.unreadable")
 
 
 def _all_clear(diag: Diagnosis) -> str:
-    """"Nothing wrong found", unless part of an artifact was never read: then no all-clear."""
+    """"Nothing wrong found", unless part of an artifact was never read (then no all-clear) or
+    settings known to lead to a fault were read (then nothing went wrong yet, but see them)."""
     if any(f.id in READ_IN_PART for f in diag.findings):
         return words_styled("Read only in part: some of these artifacts were cut short or unreadable (see the "
                             "findings), and what was not read was not checked; no problem in the rest.", fg="yellow")
+    risks = sum(f.id == "setup.risk" for f in diag.findings)
+    if risks:
+        return words_styled(f"No fault seen in these artifacts, but {risks} known risk{'s' if risks > 1 else ''} "
+                            "in their settings (setup.risk above).", fg="yellow")
     return words_styled("Nothing wrong found in these artifacts.", fg="green")
 
 

@@ -25,16 +25,16 @@ from ...loaders.setup import settings
 from ...loaders.setup.read import read_console
 from ...observations import Artifact, Observations
 from .. import ProbeContext
-from .derive import derive, framework_of
+from .derive import defaults, derive, framework_of
 from .script import script_findings
 
 # Besides these (derived from several settings, or from code patterns), it publishes the facts the
 # knowledge reads from text: those with `keys:` / `text:` rules and those the error signatures set
 # (kb lint checks them). None is a measurement: any probe overrides them (probes.WRITTEN).
-PUBLISHES = ("data.labels.pad_not_ignored", "export.peft_state_dict_override", "fp16overflow.mask_fill_large",
-             "fp16overflow.params_loaded_fp16", "mask.additive_fill_unsafe", "model.dtype", "model.pad_is_eos",
-             "pref.reward_direction_inverted", "tp.size", "train.framework", "train.parallelism", "train.pp_size",
-             "train.precision", "train.zero_stage")
+PUBLISHES = ("data.labels.pad_not_ignored", "export.peft_state_dict_override", "export.zero3_gathers_on_save",
+             "fp16overflow.mask_fill_large", "fp16overflow.params_loaded_fp16", "mask.additive_fill_unsafe",
+             "model.dtype", "model.pad_is_eos", "pref.reward_direction_inverted", "tp.size", "train.framework",
+             "train.parallelism", "train.pp_size", "train.precision", "train.zero_stage")
 SOURCE = "probe:setup"        # settings written down (engine.SETTINGS_SOURCE: they imply no symptom)
 CONSOLE = "probe:console"     # errors and values read from console output
 SCRIPT = "probe:script"       # code in a training script known to break training
@@ -51,6 +51,7 @@ def run(ctx: ProbeContext) -> Observations:
     hits, code = {}, {}
     for artifact in ctx.of_kind(*STRUCTURED):
         found = facts_from_settings(kb, rows := settings(artifact))
+        found.update(defaults(artifact, found))
         if artifact.kind == "training-script":
             code.update(script_findings(Path(artifact.path), found, obs))
         _summary(artifact, rows, found, obs)

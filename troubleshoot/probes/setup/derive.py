@@ -1,8 +1,9 @@
 """Facts that follow from several settings together: the kind of parallelism, the framework,
-fp16 weights trained under fp16 AMP, and the precision of a run that sets none besides the
-dtype it loads the model in."""
+fp16 weights trained under fp16 AMP, the precision of a run that sets none besides the dtype it
+loads the model in, and a trainer's default for a setting its config leaves out."""
 from __future__ import annotations
 
+from ...evidence.extract import Hit
 from ...observations import Artifact, Observations
 
 CONFIG_FRAMEWORKS = {"deepspeed config": "deepspeed", "LLaMA-Factory config": "hf-trainer",
@@ -42,3 +43,17 @@ def framework_of(artifact: Artifact, rows: list) -> str | None:
     if "deepspeed" in paths or "deepspeed_config" in paths:
         return "deepspeed"
     return None
+
+
+def defaults(artifact: Artifact, found: dict[str, Hit]) -> dict[str, Hit]:
+    """Settings a trainer fills in when its config leaves them out, where the default decides a
+    risk: DeepSpeed's ZeroConfig gathers no 16-bit weights on save unless told to
+    (``gather_16bit_weights_on_model_save``, default False), so a ZeRO-3 JSON without the key
+    saves no model through the HF Trainer."""
+    stage = found.get("train.zero_stage")
+    if artifact.detail != "deepspeed config" or stage is None or stage.value != 3 \
+            or "export.zero3_gathers_on_save" in found:
+        return {}
+    return {"export.zero3_gathers_on_save": Hit("export.zero3_gathers_on_save", False,
+                                                "stage3_gather_16bit_weights_on_model_save not set (DeepSpeed's "
+                                                "default: false)", stage.start, stage.end, 1.0, "key")}
