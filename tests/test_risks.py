@@ -142,3 +142,16 @@ def test_kb_show_lists_a_causes_risky_settings():
     result = CliRunner().invoke(main, ["kb", "show", "save-export.zero3-empty-save"])
     text = " ".join(result.output.split())
     assert "Risky settings: train.zero_stage == 3 and export.zero3_gathers_on_save == false" in text
+
+
+def test_a_verl_launch_whose_micro_batch_exceeds_each_gpus_share(tmp_path):
+    """256 prompts x 5 responses over 8 GPUs is 160 per GPU: a micro-batch of 16 fits, 200 does not."""
+    command = ("python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo \\\n"
+               "    data.train_batch_size=1024 actor_rollout_ref.model.path=Qwen/Qwen2.5-7B-Instruct \\\n"
+               "    actor_rollout_ref.actor.ppo_mini_batch_size=256 \\\n"
+               "    actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={micro} \\\n"
+               "    actor_rollout_ref.rollout.n=5 trainer.n_gpus_per_node=8 trainer.nnodes=1 $@\n")
+    flagged = {micro: "nan-loss.zero-accumulation-steps" in risks(probe(write(tmp_path, f"run_{micro}.sh",
+                                                                               command.format(micro=micro)))[1])
+               for micro in (16, 200)}
+    assert flagged == {16: False, 200: True}
