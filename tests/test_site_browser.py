@@ -342,8 +342,11 @@ def test_tree_list_view_and_highlight(driver, shipped):
     driver.execute_script("arguments[0].focus()", question)
     assert {p.get_attribute("data-q") for p in driver.find_elements(By.CSS_SELECTOR, "svg.tree path.on")} == \
         {question.get_attribute("data-q")}
-    # desktop: a button swaps the diagram for the list
-    driver.find_element(By.CSS_SELECTOR, "button.tree-toggle").click()
+    # desktop: a button swaps the diagram for the list (brought into view first: the focus above
+    # may have scrolled it under the sticky top bar)
+    toggle = driver.find_element(By.CSS_SELECTOR, "button.tree-toggle")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", toggle)
+    toggle.click()
     assert listing.is_displayed() and not svg.is_displayed()
     # phone: the list, with the questions' own words
     viewport(driver, PHONE)
