@@ -2,8 +2,10 @@
 
 Every knowledge expression is linear-time by construction (kb lint refuses unbounded or nested
 quantifiers), and each is only tried around the occurrences of its literals; this measures it on
-a realistic paste (HF Trainer log lines, then a CUDA traceback) and on a hostile one (dense
-prefilter hits, one multi-megabyte line). Run: python bench/bench_evidence.py
+a realistic paste (HF Trainer log lines, then a CUDA traceback), on a hostile one (dense
+prefilter hits, one multi-megabyte line) and on a DeepSpeed fp16 log with OVERFLOW on every line
+(a literal on every line: windows anchor on an expression's rarest required words instead).
+Run: python bench/bench_evidence.py
 """
 from __future__ import annotations
 
@@ -22,12 +24,16 @@ TRACEBACK = ("Traceback (most recent call last):\n  File \"train.py\", line 88, 
              "RuntimeError: CUDA error: device-side assert triggered\n"
              "Indexing.cu:1289: indexSelectLargeIndex: Assertion `srcIndex < srcSelectDimSize` failed.\n")
 HOSTILE = "lr lr lr loss loss ((((( --- ==== :::: nan nan 0.0 "
+OVERFLOW = ("[INFO] [loss_scaler.py:183] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536, "
+            "reducing to 32768\n")
 
 
 def paste(kind: str, megabytes: int) -> str:
     size = megabytes << 20
     if kind == "realistic":
         return LOG_LINE * (size // len(LOG_LINE)) + TRACEBACK
+    if kind == "overflow-every-line":
+        return OVERFLOW * (size // len(OVERFLOW)) + LOG_LINE
     return HOSTILE * (size // 2 // len(HOSTILE)) + "x" * (size // 2) + "\n" + TRACEBACK
 
 
@@ -44,7 +50,7 @@ def main() -> int:
     kb = load()
     extract(kb, "warm the pattern table")
     result = {}
-    for kind in ("realistic", "hostile"):
+    for kind in ("realistic", "hostile", "overflow-every-line"):
         times = {mb: seconds(kb, paste(kind, mb)) for mb in (1, 2, 4, 8)}
         result[kind] = {"seconds_per_size_mb": {mb: round(t, 3) for mb, t in times.items()},
                         "8mb_over_1mb": round(times[8] / times[1], 2)}

@@ -498,6 +498,39 @@ def test_every_knowledge_expression_is_linear_time(kb):
     assert problems == []
 
 
+def test_a_dense_literal_does_not_hide_the_rare_words_it_needs(kb):
+    """A DeepSpeed log says OVERFLOW on every line; the phrase that the skips were harmless ("it
+    recovered") is searched around its own rare words, and still found after 20k overflow lines."""
+    text = ("[INFO] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536\n" * 20_000
+            + "overflow at the start, then it recovered and the loss keeps decreasing\n")
+    assert extract(kb, text).facts["fp16overflow.occasional_skips"].value is True
+
+
+def test_windowed_search_finds_what_a_full_scan_finds(kb):
+    """Each expression is searched only around the occurrences of its least frequent required
+    literals (extract._matches); on real report text it finds a match exactly when a full scan does."""
+    from pathlib import Path
+
+    import yaml
+
+    from troubleshoot.evidence.extract import _matches
+
+    corpus = Path(__file__).resolve().parents[1] / "bench" / "corpus" / "tune"
+    texts = [f"{r['title']}\n{r['body']}" for r in
+             (yaml.safe_load(p.read_text(encoding="utf-8")) for p in sorted(corpus.glob("*/report.yaml"))[:60])]
+    checked = 0
+    for text in texts:
+        lowered = text.lower()
+        for pattern in table(kb):
+            groups = [pattern.literals, *pattern.requires] if pattern.literals else []
+            if not all(any(lit in lowered for lit in group) for group in groups):
+                continue
+            windowed = next(_matches(pattern, text, lowered, lowered.count), None) is not None
+            assert windowed == (pattern.compiled.search(text) is not None), (pattern.rx, text[:80])
+            checked += 1
+    assert checked > 1000
+
+
 @pytest.mark.parametrize("rx", [r"(a+)+b", r"(?:x|xy){1,50}z", r"foo.*bar", r"(\s{0,3}a){2,9}"])
 def test_super_linear_expressions_are_refused(rx):
     assert linear_problem(rx)

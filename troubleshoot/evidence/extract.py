@@ -15,7 +15,7 @@ long or strange, is read in time proportional to its length.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 from ..knowledge.model import FactSpec, KnowledgeBase, Signature
@@ -83,16 +83,23 @@ def extract(kb: KnowledgeBase, text: str) -> Extraction:
     contexts: list[Pattern] = []
     present: dict[str, bool] = {}  # literal -> occurs in the text (patterns share literals)
 
+    counts: dict[str, int] = {}  # literal -> how often it occurs (for the search windows)
+
     def occurs(literal: str) -> bool:
         if literal not in present:
             present[literal] = literal in lowered
         return present[literal]
 
+    def count(literal: str) -> int:
+        if literal not in counts:
+            counts[literal] = lowered.count(literal) if occurs(literal) else 0
+        return counts[literal]
+
     for pattern in table(kb):
         if lowered and (pattern.literals and not any(map(occurs, pattern.literals))
                         or not all(any(map(occurs, group)) for group in pattern.requires)):
             continue
-        matches = _matches(pattern, text, lowered)
+        matches = _matches(pattern, text, lowered, count)
         if pattern.kind == "signature":
             _signature(kb, pattern, text, matches, found)
         elif pattern.kind == "context":
@@ -122,15 +129,18 @@ def _line_end(line: str) -> str:
     return line[-2:] if line.endswith("\r\n") else line[-1:] if line[-1:].isspace() else ""
 
 
-def _matches(pattern: Pattern, text: str, lowered: str) -> Iterator[re.Match]:
+def _matches(pattern: Pattern, text: str, lowered: str, count: Callable[[str], int]) -> Iterator[re.Match]:
     """The pattern's matches, searched only around the occurrences of its literals: a match holds
     one of them and is at most ``width`` long, so text farther away cannot match (a 10 MB log is
-    then read at ``str.find`` speed, not at the regex engine's)."""
+    then read at ``str.find`` speed, not at the regex engine's). A match also holds a member of
+    each of its required groups, so the group that occurs least anchors the windows: "overflow"
+    on every line of a DeepSpeed log is no reason to try "... it recovered" at each of them."""
     if not (lowered and pattern.literals and pattern.width):
         yield from pattern.compiled.finditer(text)
         return
     reach = pattern.width + 8  # + look-behind / look-ahead context
-    starts = sorted({i for lit in pattern.literals for i in _occurrences(lowered, lit)})
+    anchors = min([pattern.literals, *pattern.requires], key=lambda group: sum(map(count, group)))
+    starts = sorted({i for lit in anchors for i in _occurrences(lowered, lit)})
     done = 0
     for start, end in _windows(starts, reach, len(text)):
         for match in pattern.compiled.finditer(text, max(start, done), end):
