@@ -210,3 +210,19 @@ def test_a_tp_split_assert_with_tensor_parallelism_is_read(kb):
     text = "LLM(model=..., tensor_parallel_size=4)\nAssertionError: 25 is not divisible by 4"
     assert fact(kb, text, "tp.kv_heads_divisible") is False
     assert fact(kb, "AssertionError: 25 is not divisible by 4", "tp.kv_heads_divisible") is None
+
+
+def test_an_unsupported_gguf_architecture_is_a_converter_mismatch(kb):
+    assert fact(kb, "ERROR:hf-to-gguf:Model MyNewForCausalLM is not supported", "export.converter_rejects_layout") is True
+    assert fact(kb, "INFO:hf-to-gguf:Model architecture: LlamaForCausalLM", "export.converter_rejects_layout") is None
+
+
+def test_a_plain_convert_py_is_noticed(kb):
+    assert fact(kb, "python llama.cpp/convert.py ./my-model --outtype f16", "export.legacy_convert_py") is True
+    assert fact(kb, "python convert_hf_to_gguf.py ./my-model", "export.legacy_convert_py") is None
+
+
+def test_a_missing_tokenizer_file_is_read(kb):
+    text = "FileNotFoundError: File not found: /data/out/sft-merged/tokenizer.model"
+    assert fact(kb, text, "export.tokenizer_files_missing") is True
+    assert fact(kb, "loaded tokenizer.model from the base folder", "export.tokenizer_files_missing") is None
