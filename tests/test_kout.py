@@ -226,3 +226,24 @@ def test_a_missing_tokenizer_file_is_read(kb):
     text = "FileNotFoundError: File not found: /data/out/sft-merged/tokenizer.model"
     assert fact(kb, text, "export.tokenizer_files_missing") is True
     assert fact(kb, "loaded tokenizer.model from the base folder", "export.tokenizer_files_missing") is None
+
+
+@pytest.mark.parametrize("text", [
+    "the checkpoint was saved in torch_dist format (__0_0.distcp, common.pt)",
+    "trained with NeMo 2.0 and got a Nemo 2.0 checkpoint with .distcp files",
+    "pretrain_gpt.py ... --ckpt-format torch_dist",
+])
+def test_a_megatron_dist_checkpoint_is_read(kb, text):
+    assert fact(kb, text, "export.megatron_dist_ckpt") is True
+
+
+def test_an_fsdp_distcp_save_is_not_a_megatron_dist_checkpoint(kb):
+    assert fact(kb, "FSDP SHARDED_STATE_DICT wrote __0_0.distcp files", "export.megatron_dist_ckpt") is None
+
+
+def test_converting_a_torch_dist_checkpoint_points_at_the_converter(kb):
+    text = ("Megatron-LM checkpoint saved in torch_dist format (__0_0.distcp, common.pt, metadata.json); "
+            "tools/checkpoint/convert.py --loader mcore --saver llama2_hf fails to load it")
+    ranked = _ranked(text)
+    assert "save-export.converter-format-mismatch" in ranked[:3]
+    assert ranked.index("save-export.converter-format-mismatch") < ranked.index("save-export.fsdp-sharded-state-dict")
