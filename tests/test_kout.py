@@ -247,3 +247,27 @@ def test_converting_a_torch_dist_checkpoint_points_at_the_converter(kb):
     ranked = _ranked(text)
     assert "save-export.converter-format-mismatch" in ranked[:3]
     assert ranked.index("save-export.converter-format-mismatch") < ranked.index("save-export.fsdp-sharded-state-dict")
+
+
+@pytest.mark.parametrize("text", [
+    "It seems like vLLM does not load the generation_config of Qwen2 correctly: repetition_penalty stays 1.0",
+    "the `repetition_penalty` is not correctly set to `1.1` when using the vllm backend",
+    "INFO Received request: SamplingParams(n=1, presence_penalty=0.0, frequency_penalty=0.0, repetition_penalty=1.0, temperature=0.7)",
+    "vllm 没有加载 generation_config 里的 repetition_penalty，一直重复",
+])
+def test_engine_sampling_defaults_are_read(kb, text):
+    assert fact(kb, text, "repetition.engine_sampling_defaults") is True
+
+
+@pytest.mark.parametrize("text", [
+    "vLLM ignores eos_token_id from generation_config.json, so the end of turn is not respected",
+    "SamplingParams(n=1, repetition_penalty=1.05, temperature=0.7)",
+])
+def test_engine_sampling_defaults_need_a_sampling_value(kb, text):
+    assert fact(kb, text, "repetition.engine_sampling_defaults") is None
+
+
+def test_a_vllm_loop_without_the_model_penalty_is_decoding(kb):
+    text = ("Qwen2 gets stuck in an infinite loop with vLLM but not with transformers; "
+            "vLLM does not load the generation_config, repetition_penalty=1.0 instead of 1.05")
+    assert "repetition.decoding-params" in top3(text)
