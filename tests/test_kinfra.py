@@ -36,6 +36,7 @@ FACT_CASES = [
     ("system.memory_grows_per_step", "GPU memory keeps growing every iteration until CUDA out of memory"),
     ("system.memory_grows_per_step", "显存一直增加，跑到第二个epoch就OOM了"),
     ("system.loss_accumulated_with_graph", "epoch_loss is a sum of non-detached tensors"),
+    ("system.loss_accumulated_with_graph", "running_loss += loss  # printed every 100 steps"),
     ("system.loss_accumulated_with_graph", "辅助loss累积了计算图，所以显存越来越大"),
     # eval-oom: the code of one model or release, and memory growing during eval
     ("evaloom.other_models_fine", "other models like qwen and llama don't have this problem"),
@@ -72,6 +73,7 @@ NEAR_MISSES = [
     # memory that is flat, a loss logged as a number
     ("system.memory_grows_per_step", "GPU memory stays flat at 21 GB for the whole run"),
     ("system.loss_accumulated_with_graph", "total_loss += loss.item() after each step"),
+    ("system.loss_accumulated_with_graph", "inside the step: loss += 0.01 * aux_loss, then loss.backward()"),
     ("evaloom.other_models_fine", "other models are bigger, so I chose this one"),
 ]
 
