@@ -63,6 +63,8 @@ NEAR_MISSES = [
     # an extension that loads, a lock that is not torch's
     ("system.extension_lock_wait", "Loading extension module fused_adam... Time to load fused_adam op: 0.02 seconds"),
     ("system.extension_lock_wait", "the dataset cache has a lock file from datasets"),
+    # frozen layers are not a frozen job
+    ("system.hangs", "the vision tower is frozen and only the projector trains"),
     # busy GPUs; a high utilisation with low power is not an idle GPU
     ("system.low_gpu_util", "GPU utilization stays at 100% the whole time"),
     ("system.low_gpu_util", "GPU利用率100%，但是功率很低"),
