@@ -15,8 +15,6 @@ FACT_CASES = [
     ("system.extension_lock_wait", "py-spy dump shows every rank in FileBaton.wait under _jit_compile"),
     ("system.extension_lock_wait", "there is a leftover lock in ~/.cache/torch_extensions/py310_cu121/fused_adam"),
     ("system.jit_extension_build", "Using /root/.cache/torch_extensions/py311_cu121 as PyTorch extensions root..."),
-    ("system.hangs", "after that line the job just hangs, nothing is printed"),
-    ("system.hangs", "训练一直卡住不动，也没有报错"),
     # the GPU waiting for input
     ("system.low_gpu_util", "GPU utilization is very low, around 10%, and training takes forever"),
     ("system.low_gpu_util", "GPU utilization falls back to 0% between the batches"),
@@ -63,8 +61,6 @@ NEAR_MISSES = [
     # an extension that loads, a lock that is not torch's
     ("system.extension_lock_wait", "Loading extension module fused_adam... Time to load fused_adam op: 0.02 seconds"),
     ("system.extension_lock_wait", "the dataset cache has a lock file from datasets"),
-    # frozen layers are not a frozen job
-    ("system.hangs", "the vision tower is frozen and only the projector trains"),
     # busy GPUs; a high utilisation with low power is not an idle GPU
     ("system.low_gpu_util", "GPU utilization stays at 100% the whole time"),
     ("system.low_gpu_util", "GPU利用率100%，但是功率很低"),
