@@ -52,6 +52,21 @@ def test_tokens_english_stems_and_chinese_bigrams():
     assert normalize("ＬＯＳＳ＝ＮａＮ") == "loss nan"
 
 
+def test_a_chinese_glue_character_ends_a_word():
+    """'很', '的', '了' join two words: a bigram across one ('存很', '很大') is nobody's word."""
+    assert tokens("显存很大") == ["显存", "大"]
+    assert tokens("loss变得很慢了") == ["loss", "变得", "慢"]
+
+
+def test_a_word_only_one_alias_uses_is_weak_evidence(shipped_kb):
+    """'oom' is in every eval-oom alias and in a few system-failure ones; 'deepspeed' and 'fine-tuning'
+    in many. A training OOM said without any eval word is a system failure, not an eval OOM: words
+    that a single alias happens to contain no longer outvote the words the symptom is written with."""
+    matcher = SymptomMatcher(shipped_kb)
+    assert matcher.match_report("OOM while fine-tuning a 7B model with deepspeed")[0].id == "system-failure"
+    assert matcher.match_report("OOM during evaluation of a 7B model")[0].id == "eval-oom"
+
+
 @pytest.mark.parametrize("query", ["loss went nan", "Loss went NaN!!", "los went nan"])
 def test_case_punctuation_and_typos(shipped_kb, query):
     assert SymptomMatcher(shipped_kb).match(query)[0].id == "nan-loss"

@@ -37,7 +37,8 @@ WEAK_MATCH = 0.35         # below this best score the match is only a guess: sho
 ANCHOR_SHARE = 0.4        # off-topic: no query word has this share of the highest idf (a word of one symptom)
 MIN_KNOWN_SHARE = 0.5     # weak: fewer of the query's English words than this are known words ...
 ENOUGH_KNOWN_WORDS = 8    # ... unless this many are: a long report tells its story in other words too
-TYPICAL_SHARE_SCALE = 4   # a word in a quarter of a symptom's aliases gets the full weight
+TYPICAL_SHARE_SCALE = 6   # a word in a sixth of a symptom's aliases gets the full weight
+ONE_ALIAS_WEIGHT = 0.35   # a word only one of a symptom's aliases uses is as often incidental as typical
 REPORT_WORDS = 8          # the word signal is a share of at most this many distinctive words' idf
 HEADLINE_WEIGHT = 0.4     # a confident first line's share of a report's scores (tune half: 0.3-0.5 alike)
 HEADLINE_CHARS = 200      # a longer first line is prose or a paste, not a title
@@ -63,6 +64,8 @@ CJK_STOP = frozenset("怎么 么解 解决 问题 出现 现了 为什 什么 �
 # Function characters that say nothing when they stand alone between other words.
 CJK_STOP_CHARS = frozenset("的在了是和与也就都很我你他她它这那吗呢吧啊个一会时后被把让给从对到有要说么着而及或但")
 
+# Characters that glue words together ("显存很大", "训练的时候"): no bigram is made across one.
+_CJK_GLUE = re.compile("[的了是吗呢吧啊把被着很都就也在和]")
 # a digit run is tried from its start only: "9" * 100_000 was retried from every digit (quadratic)
 _TOKEN = re.compile(r"[a-z][a-z0-9]*|(?<![0-9])[0-9]+[a-z][a-z0-9]*|[\u3400-\u9fff]+")
 
@@ -84,8 +87,9 @@ def tokens(text: str) -> list[str]:
     out = []
     for tok in _TOKEN.findall(normalize(text)):
         if "\u3400" <= tok[0] <= "\u9fff":
-            grams = [tok] if len(tok) == 1 else [tok[i:i + 2] for i in range(len(tok) - 1)]
-            out.extend(g for g in grams if g not in CJK_STOP and g not in CJK_STOP_CHARS)
+            for run in _CJK_GLUE.split(tok):  # a bigram across a glue character spans two words
+                grams = [run] if len(run) == 1 else [run[i:i + 2] for i in range(len(run) - 1)]
+                out.extend(g for g in grams if g and g not in CJK_STOP and g not in CJK_STOP_CHARS)
         elif tok not in STOPWORDS and len(tok) > 1:
             out.append(_stem(tok))
     return out
@@ -247,8 +251,10 @@ def build_index(kb: KnowledgeBase) -> dict:
             for tok in set(tokens(alias)):
                 counts[tok] = counts.get(tok, 0) + 1
         for tok, count in counts.items():
-            # A word in many of this symptom's aliases is more typical of it than one in a few.
-            words[tok] = 0.5 + 0.5 * min(1.0, TYPICAL_SHARE_SCALE * count / len(aliases))
+            # A word in many of this symptom's aliases is more typical of it than one in a few; a
+            # word in a single alias ("开始", "显示") is context more often than the symptom.
+            typical = 0.5 + 0.5 * min(1.0, TYPICAL_SHARE_SCALE * count / len(aliases))
+            words[tok] = min(typical, ONE_ALIAS_WEIGHT) if count == 1 else typical
         entries.append({"id": s.id, "title": s.title, "phrases": [normalize(a) for a in s.all_aliases()],
                         "words": words})
     df: dict[str, int] = {}
