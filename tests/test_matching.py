@@ -67,6 +67,20 @@ def test_a_word_only_one_alias_uses_is_weak_evidence(shipped_kb):
     assert matcher.match_report("OOM during evaluation of a 7B model")[0].id == "eval-oom"
 
 
+def test_a_feature_request_is_off_topic(shipped_kb):
+    """A first line asking for a feature names a topic llmfix knows (rope scaling, packing) but no
+    fault: it is not diagnosed. The same topic told as a fault still is."""
+    matcher = SymptomMatcher(shipped_kb)
+
+    def verdict(query):
+        return matcher.verdict(query, matcher.match_report(query))
+
+    for request in ("[Feature] support for YaRN rope scaling", "Any plans to support sample packing?",
+                    "希望能支持一下RoPE外推", "Feature request: MoE aux loss\nthe router has no balance loss yet"):
+        assert verdict(request) == "off-topic", request
+    assert verdict("YaRN rope scaling gives garbled output beyond 8k") == "match"
+
+
 @pytest.mark.parametrize("query", ["loss went nan", "Loss went NaN!!", "los went nan"])
 def test_case_punctuation_and_typos(shipped_kb, query):
     assert SymptomMatcher(shipped_kb).match(query)[0].id == "nan-loss"

@@ -64,6 +64,10 @@ CJK_STOP = frozenset("怎么 么解 解决 问题 出现 现了 为什 什么 �
 # Function characters that say nothing when they stand alone between other words.
 CJK_STOP_CHARS = frozenset("的在了是和与也就都很我你他她它这那吗呢吧啊个一会时后被把让给从对到有要说么着而及或但")
 
+# A first line that asks for a feature is a request, not a report of something going wrong.
+_REQUEST = re.compile(r"\[feature|feature request|\bany plans?\b|\bplans? to support|\bplease support|\badd support"
+                      r"|\bsupport for\b|\bwould be (?:nice|great)|支持一下|可以支持|能否支持|是否支持|希望支持|希望能"
+                      r"|能不能支持|新增功能|功能请求|feature\s*:", re.IGNORECASE)
 # Characters that glue words together ("显存很大", "训练的时候"): no bigram is made across one.
 _CJK_GLUE = re.compile("[的了是吗呢吧啊把被着很都就也在和]")
 # a digit run is tried from its start only: "9" * 100_000 was retried from every digit (quadratic)
@@ -170,7 +174,8 @@ class SymptomMatcher:
     def verdict(self, query: str, matches: list[Match]) -> str:
         """'off-topic', 'weak' or 'match' for the best of ``matches`` (from ``match(query)``).
 
-        Off-topic: the best score is under MIN_SCORE, or no word of the query is itself a
+        Off-topic: the first line asks for a feature ("[Feature]", "any plans", "可以支持"), the
+        best score is under MIN_SCORE, or no word of the query is itself a
         distinctive known word (typo snapping turns 'bread' into 'read'; this does not count) and
         no alias stands whole in it (an alias such as 'loss 0 from step 1' is distinctive through
         its numbers, which are not words).
@@ -178,6 +183,8 @@ class SymptomMatcher:
         (not code, identifiers or template text: ``prose.language``) are unknown, in a report
         written mainly in English."""
         query = bounded(query)
+        if _REQUEST.search(first_line(query)):
+            return "off-topic"
         exact = [w for w in dict.fromkeys(tokens(prose(query))) if w in self.idf]
         anchor = ANCHOR_SHARE * math.log(1 + len(self.entries))
         anchored = max((self.idf[w] for w in exact), default=0) >= anchor or bool(matches and matches[0].phrase >= 1)
@@ -215,6 +222,10 @@ class SymptomMatcher:
             if score > best:
                 best, best_alias = score, alias
         return best, best_alias
+
+
+def first_line(report: str) -> str:
+    return next((line for line in report.strip().splitlines() if line.strip()), "")
 
 
 def headline(report: str) -> str | None:
