@@ -69,7 +69,8 @@ _REQUEST = re.compile(r"\[feature|feature request|\bany plans?\b|\bplans? to sup
                       r"|\bsupport for\b|\bwould be (?:nice|great)|支持一下|可以支持|能否支持|是否支持|希望支持|希望能"
                       r"|能不能支持|新增功能|功能请求|feature\s*:", re.IGNORECASE)
 # Characters that glue words together ("显存很大", "训练的时候"): no bigram is made across one.
-_CJK_GLUE = re.compile("[的了是吗呢吧啊把被着很都就也在和]")
+CJK_GLUE = "的了是吗呢吧啊把被着很都就也在和"
+_CJK_GLUE = re.compile(f"[{CJK_GLUE}]")
 # a digit run is tried from its start only: "9" * 100_000 was retried from every digit (quadratic)
 _TOKEN = re.compile(r"[a-z][a-z0-9]*|(?<![0-9])[0-9]+[a-z][a-z0-9]*|[\u3400-\u9fff]+")
 
