@@ -263,7 +263,7 @@ def test_a_weak_match_lists_candidates_and_ranks_no_cause():
 
 def test_a_weak_match_asks_which_symptom_on_a_terminal(monkeypatch):
     monkeypatch.setattr(cli, "stdin_is_tty", lambda: True)
-    query = "sft后生成的内容无限循环"  # a real report the matcher is unsure of (repetition)
+    query = "模型生成内容循环往复"  # a real report the matcher is unsure of (repetition)
     listing = run("ask", "--json", query, input="\n")
     assert "The match is weak" in listing.stderr and "Enter for none of these" in listing.stderr
     assert json.loads(listing.stdout)["weak_match"] is True

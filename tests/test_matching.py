@@ -52,6 +52,35 @@ def test_tokens_english_stems_and_chinese_bigrams():
     assert normalize("ＬＯＳＳ＝ＮａＮ") == "loss nan"
 
 
+def test_a_chinese_glue_character_ends_a_word():
+    """'很', '的', '了' join two words: a bigram across one ('存很', '很大') is nobody's word."""
+    assert tokens("显存很大") == ["显存", "大"]
+    assert tokens("loss变得很慢了") == ["loss", "变得", "慢"]
+
+
+def test_a_word_only_one_alias_uses_is_weak_evidence(shipped_kb):
+    """'oom' is in every eval-oom alias and in a few system-failure ones; 'deepspeed' and 'fine-tuning'
+    in many. A training OOM said without any eval word is a system failure, not an eval OOM: words
+    that a single alias happens to contain no longer outvote the words the symptom is written with."""
+    matcher = SymptomMatcher(shipped_kb)
+    assert matcher.match_report("OOM while fine-tuning a 7B model with deepspeed")[0].id == "system-failure"
+    assert matcher.match_report("OOM during evaluation of a 7B model")[0].id == "eval-oom"
+
+
+def test_a_feature_request_is_off_topic(shipped_kb):
+    """A first line asking for a feature names a topic llmfix knows (rope scaling, packing) but no
+    fault: it is not diagnosed. The same topic told as a fault still is."""
+    matcher = SymptomMatcher(shipped_kb)
+
+    def verdict(query):
+        return matcher.verdict(query, matcher.match_report(query))
+
+    for request in ("[Feature] support for YaRN rope scaling", "Any plans to support sample packing?",
+                    "希望能支持一下RoPE外推", "Feature request: MoE aux loss\nthe router has no balance loss yet"):
+        assert verdict(request) == "off-topic", request
+    assert verdict("YaRN rope scaling gives garbled output beyond 8k") == "match"
+
+
 @pytest.mark.parametrize("query", ["loss went nan", "Loss went NaN!!", "los went nan"])
 def test_case_punctuation_and_typos(shipped_kb, query):
     assert SymptomMatcher(shipped_kb).match(query)[0].id == "nan-loss"

@@ -37,7 +37,8 @@ WEAK_MATCH = 0.35         # below this best score the match is only a guess: sho
 ANCHOR_SHARE = 0.4        # off-topic: no query word has this share of the highest idf (a word of one symptom)
 MIN_KNOWN_SHARE = 0.5     # weak: fewer of the query's English words than this are known words ...
 ENOUGH_KNOWN_WORDS = 8    # ... unless this many are: a long report tells its story in other words too
-TYPICAL_SHARE_SCALE = 4   # a word in a quarter of a symptom's aliases gets the full weight
+TYPICAL_SHARE_SCALE = 6   # a word in a sixth of a symptom's aliases gets the full weight
+ONE_ALIAS_WEIGHT = 0.4    # a word only one of a symptom's aliases uses is as often incidental as typical
 REPORT_WORDS = 8          # the word signal is a share of at most this many distinctive words' idf
 HEADLINE_WEIGHT = 0.4     # a confident first line's share of a report's scores (tune half: 0.3-0.5 alike)
 HEADLINE_CHARS = 200      # a longer first line is prose or a paste, not a title
@@ -63,6 +64,13 @@ CJK_STOP = frozenset("怎么 么解 解决 问题 出现 现了 为什 什么 �
 # Function characters that say nothing when they stand alone between other words.
 CJK_STOP_CHARS = frozenset("的在了是和与也就都很我你他她它这那吗呢吧啊个一会时后被把让给从对到有要说么着而及或但")
 
+# A first line that asks for a feature is a request, not a report of something going wrong.
+_REQUEST = re.compile(r"\[feature|feature request|\bany plans?\b|\bplans? to support|\bplease support|\badd support"
+                      r"|\bsupport for\b|\bwould be (?:nice|great)|支持一下|可以支持|能否支持|是否支持|希望支持|希望能"
+                      r"|能不能支持|新增功能|功能请求|feature\s*:", re.IGNORECASE)
+# Characters that glue words together ("显存很大", "训练的时候"): no bigram is made across one.
+CJK_GLUE = "的了是吗呢吧啊把被着很都就也在和"
+_CJK_GLUE = re.compile(f"[{CJK_GLUE}]")
 # a digit run is tried from its start only: "9" * 100_000 was retried from every digit (quadratic)
 _TOKEN = re.compile(r"[a-z][a-z0-9]*|(?<![0-9])[0-9]+[a-z][a-z0-9]*|[\u3400-\u9fff]+")
 
@@ -84,8 +92,9 @@ def tokens(text: str) -> list[str]:
     out = []
     for tok in _TOKEN.findall(normalize(text)):
         if "\u3400" <= tok[0] <= "\u9fff":
-            grams = [tok] if len(tok) == 1 else [tok[i:i + 2] for i in range(len(tok) - 1)]
-            out.extend(g for g in grams if g not in CJK_STOP and g not in CJK_STOP_CHARS)
+            for run in _CJK_GLUE.split(tok):  # a bigram across a glue character spans two words
+                grams = [run] if len(run) == 1 else [run[i:i + 2] for i in range(len(run) - 1)]
+                out.extend(g for g in grams if g and g not in CJK_STOP and g not in CJK_STOP_CHARS)
         elif tok not in STOPWORDS and len(tok) > 1:
             out.append(_stem(tok))
     return out
@@ -166,7 +175,8 @@ class SymptomMatcher:
     def verdict(self, query: str, matches: list[Match]) -> str:
         """'off-topic', 'weak' or 'match' for the best of ``matches`` (from ``match(query)``).
 
-        Off-topic: the best score is under MIN_SCORE, or no word of the query is itself a
+        Off-topic: the first line asks for a feature ("[Feature]", "any plans", "可以支持"), the
+        best score is under MIN_SCORE, or no word of the query is itself a
         distinctive known word (typo snapping turns 'bread' into 'read'; this does not count) and
         no alias stands whole in it (an alias such as 'loss 0 from step 1' is distinctive through
         its numbers, which are not words).
@@ -174,6 +184,8 @@ class SymptomMatcher:
         (not code, identifiers or template text: ``prose.language``) are unknown, in a report
         written mainly in English."""
         query = bounded(query)
+        if _REQUEST.search(first_line(query)):
+            return "off-topic"
         exact = [w for w in dict.fromkeys(tokens(prose(query))) if w in self.idf]
         anchor = ANCHOR_SHARE * math.log(1 + len(self.entries))
         anchored = max((self.idf[w] for w in exact), default=0) >= anchor or bool(matches and matches[0].phrase >= 1)
@@ -213,6 +225,10 @@ class SymptomMatcher:
         return best, best_alias
 
 
+def first_line(report: str) -> str:
+    return next((line for line in report.strip().splitlines() if line.strip()), "")
+
+
 def headline(report: str) -> str | None:
     """The first line of a report of several lines, when it is short enough to be a title."""
     lines = [line.strip() for line in report.strip().splitlines() if line.strip()]
@@ -247,8 +263,10 @@ def build_index(kb: KnowledgeBase) -> dict:
             for tok in set(tokens(alias)):
                 counts[tok] = counts.get(tok, 0) + 1
         for tok, count in counts.items():
-            # A word in many of this symptom's aliases is more typical of it than one in a few.
-            words[tok] = 0.5 + 0.5 * min(1.0, TYPICAL_SHARE_SCALE * count / len(aliases))
+            # A word in many of this symptom's aliases is more typical of it than one in a few; a
+            # word in a single alias ("开始", "显示") is context more often than the symptom.
+            typical = 0.5 + 0.5 * min(1.0, TYPICAL_SHARE_SCALE * count / len(aliases))
+            words[tok] = min(typical, ONE_ALIAS_WEIGHT) if count == 1 else typical
         entries.append({"id": s.id, "title": s.title, "phrases": [normalize(a) for a in s.all_aliases()],
                         "words": words})
     df: dict[str, int] = {}

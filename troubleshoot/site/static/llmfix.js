@@ -37,15 +37,24 @@
 
   function isCJK(ch) { return ch >= "\u3400" && ch <= "\u9fff"; }
 
-  function tokens(text, stopwords, cjkStop) {
+  function tokens(text, stopwords, cjkStop, glue) {
     var out = [], found = normalize(text).match(WORD) || [];
     cjkStop = cjkStop || new Set();
+    glue = glue || "";
     found.forEach(function (tok) {
       if (isCJK(tok[0])) {
-        var grams = [];
-        if (tok.length === 1) grams.push(tok);
-        else for (var i = 0; i < tok.length - 1; i++) grams.push(tok.slice(i, i + 2));
-        grams.forEach(function (g) { if (!cjkStop.has(g)) out.push(g); });
+        // a glue character ends a word: no bigram across it (matcher.CJK_GLUE)
+        var runs = [], run = "";
+        for (var c = 0; c < tok.length; c++) {
+          if (glue.indexOf(tok[c]) >= 0) { runs.push(run); run = ""; } else run += tok[c];
+        }
+        runs.push(run);
+        runs.forEach(function (r) {
+          var grams = [];
+          if (r.length === 1) grams.push(r);
+          else for (var i = 0; i < r.length - 1; i++) grams.push(r.slice(i, i + 2));
+          grams.forEach(function (g) { if (g && !cjkStop.has(g)) out.push(g); });
+        });
       } else if (!stopwords.has(tok) && tok.length > 1) {
         out.push(stem(tok));
       }
@@ -240,6 +249,7 @@
     this.c = index.consts;
     this.stop = new Set(index.stopwords);
     this.cjkStop = new Set(index.cjk_stopwords || []);
+    this.glue = index.cjk_glue || "";
     this.vocab = index.vocab;
     this.idf = new Map();
     for (var i = 0; i < index.vocab.length; i++) this.idf.set(index.vocab[i], index.idf[i]);
@@ -271,7 +281,7 @@
     return ranked;
   };
 
-  Matcher.prototype.tokens = function (text) { return tokens(text, this.stop, this.cjkStop); };
+  Matcher.prototype.tokens = function (text) { return tokens(text, this.stop, this.cjkStop, this.glue); };
 
   Matcher.prototype.known = function (queryTokens) {   // typos snap to the nearest known word
     var known = [], seen = new Set(), self = this;
