@@ -1,0 +1,29 @@
+CUDA_VISIBLE_DEVICES=0 python ../../src/train_bash.py \
+    --stage ppo \
+    --do_train \
+    --model_name_or_path /root/autodl-tmp/baichuan-inc/Baichuan2-13B-Chat \
+    --adapter_name_or_path ../../saves/baichuan2/lora/04_30_sft \
+    --create_new_adapter \
+    --dataset kdconv_film,kdconv_music,kdconv_travel \
+    --dataset_dir ../../data \
+    --template baichuan2 \
+    --finetuning_type lora \
+    --reward_model ../../saves/baichuan2/lora/04_30_rm \
+    --output_dir ../../saves/baichuan2/lora/05_03_ppo_\
+    --overwrite_cache \
+    --overwrite_output_dir \
+    --cutoff_len 1024 \
+    --preprocessing_num_workers 8 \
+    --per_device_train_batch_size 2 \
+    --gradient_accumulation_steps 4 \
+    --lr_scheduler_type cosine \
+    --logging_steps 10 \
+    --save_steps 100 \
+    --learning_rate 1e-5 \
+    --num_train_epochs 1.0 \
+    --max_samples 10000 \
+    --top_k 0 \
+    --top_p 0.9 \
+    --max_new_tokens 1024 \
+    --plot_loss true\
+    --fp16

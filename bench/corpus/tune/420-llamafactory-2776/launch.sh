@@ -1,0 +1,21 @@
+CUDA_VISIBLE_DEVICES=6 python src/train_bash.py \
+--stage sft \
+--do_train \
+--model_name_or_path /workplace/Llama-2-7b-hf \
+--resume_from_checkpoint /workplace/checkpoint-3744 \
+--dataset Ex_withStra_train \
+--template default \
+--finetuning_type lora \
+--lora_target q_proj,v_proj \
+--output_dir /workplace/newdir \
+--overwrite_cache \
+--per_device_train_batch_size 2 \
+--gradient_accumulation_steps 4 \
+--lr_scheduler_type cosine \
+--logging_steps 10 \
+--learning_rate 5e-5 \
+--num_train_epochs 3.0 \
+--plot_loss \
+--fp16 \
+--save_steps 1248 \
+--cutoff_len 8000
