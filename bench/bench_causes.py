@@ -95,9 +95,10 @@ def load_reports(splits: tuple[str, ...]) -> list[tuple[str, Path, dict]]:
 
 
 def ask(text: str, artifacts: list[Path]) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "troubleshoot", "ask", "--no-input", "--json", "--top", "50", text]
+    cmd = [sys.executable, "-m", "troubleshoot", "ask", "--no-input", "--json", "--top", "50"]
     for artifact in artifacts:
         cmd += ["--probe", str(artifact)]
+    cmd += ["--", text]  # a report that starts with "--mask-prompt" is text, not an option
     return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT_S,
                           check=False)
 
