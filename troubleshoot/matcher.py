@@ -226,6 +226,7 @@ class SymptomMatcher:
 
 
 def first_line(report: str) -> str:
+    """The report's first non-blank line (where a title or a feature request stands)."""
     return next((line for line in report.strip().splitlines() if line.strip()), "")
 
 

@@ -26,7 +26,6 @@ from typing import NamedTuple
 
 from .. import matcher
 from ..knowledge.cache import memo
-from ..knowledge.expr import ExprError, Unknown
 from ..knowledge.model import Cause, KnowledgeBase
 from ..matcher import GENERIC, bounded, normalize, tokens
 from ..prose import prose
@@ -117,12 +116,7 @@ def description(kb: KnowledgeBase, cause: Cause) -> str:
 def _supports(when, name: str, value) -> bool:
     """Whether a text rule setting ``name`` to ``value`` can make the condition hold (a rule that
     captures its value, or a condition that needs other facts too, may)."""
-    if value is None:
-        return True
-    try:
-        return bool(when.evaluate({name: value}))
-    except (Unknown, ExprError):
-        return True
+    return value is None or when.holds({name: value}) is not False
 
 
 def build_index(kb: KnowledgeBase) -> dict:

@@ -323,10 +323,8 @@ def _read_evidence(doc: Located, path: tuple, raw: Any, problems: list[Problem])
             problems.append(doc.problem(path + (key,),
                                         f"expected a likelihood ratio between 1e-6 and 1e6, got {value!r}"))
             return None
-    try:
-        when = Expr(str(raw.get("when", "")), check=not doc.validated)
-    except ExprError as err:
-        problems.append(doc.problem(path + ("when",), str(err)))
+    when = _condition(doc, path, raw, problems)
+    if when is None:
         return None
     return Evidence(when, float(raw["lr"]), float(raw.get("else_lr", 1.0)), bool(raw.get("confirms", False)),
                     raw.get("says", ""), doc.line(path))
@@ -338,12 +336,17 @@ def _read_risk(doc: Located, path: tuple, raw: Any, problems: list[Problem]) -> 
     raw = schema.check_fields(doc, path, raw, schema.RISK, problems)
     if raw is None or not raw.get("when") or not raw.get("says"):
         return None
+    when = _condition(doc, path, raw, problems)
+    return Risk(when, str(raw["says"]), doc.line(path)) if when is not None else None
+
+
+def _condition(doc: Located, path: tuple, raw: dict, problems: list[Problem]) -> Expr | None:
+    """The item's ``when`` as an expression, or None with the problem recorded at its line."""
     try:
-        when = Expr(str(raw["when"]), check=not doc.validated)
+        return Expr(str(raw.get("when", "")), check=not doc.validated)
     except ExprError as err:
         problems.append(doc.problem(path + ("when",), str(err)))
         return None
-    return Risk(when, str(raw["says"]), doc.line(path))
 
 
 def _read_fix(doc: Located, path: tuple, raw: Any, sid: str, problems: list[Problem]) -> Fix | None:

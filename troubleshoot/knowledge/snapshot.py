@@ -113,6 +113,10 @@ def _expr(row: list) -> Expr:
     return Expr.from_compiled(*row)
 
 
+def _one(cls: type) -> Callable[[list], Any]:
+    return lambda row: _READ[cls](row)
+
+
 def _many(cls: type) -> Callable[[list], list]:
     return lambda rows: [_READ[cls](row) for row in rows]
 
@@ -125,7 +129,7 @@ def _exprs(rows: list) -> list[Expr]:
 NESTED: dict[type, dict[str, Callable[[Any], Any]]] = {
     Evidence: {"when": _expr},
     Risk: {"when": _expr},
-    Cause: {"evidence": _many(Evidence), "reported_as": _many(Sourced), "risk": lambda row: _READ[Risk](row)},
+    Cause: {"evidence": _many(Evidence), "reported_as": _many(Sourced), "risk": _one(Risk)},
     Fix: {"did_not_work": _many(Sourced)},
     Symptom: {"checks": _many(Check), "causes": _many(Cause), "observed_when": _exprs, "contradicted_when": _exprs},
     FactSpec: {"defined_when": _expr, "text": _many(TextRule), "keys": _many(KeyRule)},
