@@ -27,3 +27,8 @@ def causes(text: str, *args: str) -> list[dict]:
 def ranked(text: str, *args: str) -> list[str]:
     """The cause ids of the report, best first."""
     return [c["id"] for c in causes(text, *args)]
+
+
+def entry(text: str, cause: str) -> dict:
+    """The JSON entry of ``cause`` for the report (its posterior, prior, status, why)."""
+    return next(c for c in causes(text) if c["id"] == cause)

@@ -1,21 +1,11 @@
 """A launch that dies because the rendezvous port is taken ("Address already in use") is named as
 such, from the error line or from how people word it, and does not pull other failures towards it.
 The queries are written for this test in the words such reports use."""
-import json
-
 import pytest
-from click.testing import CliRunner
-
-from troubleshoot.cli import main
+from asking import causes
 
 ERROR = ("RuntimeError: The server socket has failed to listen on any local network address. "
          "The server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use).")
-
-
-def ranked(query: str) -> list[dict]:
-    result = CliRunner().invoke(main, ["ask", "--no-input", "--json", "--top", "10", query])
-    assert result.exit_code in (0, 1), result.output
-    return json.loads(result.output)["causes"]
 
 
 @pytest.mark.parametrize("query", [
@@ -24,17 +14,17 @@ def ranked(query: str) -> list[dict]:
     "deepspeed launch fails right away: torch.distributed.DistNetworkError: name: EADDRINUSE, message: address already in use",
 ])
 def test_the_taken_port_ranks_first(query):
-    causes = ranked(query)
-    assert causes[0]["id"] == "system-failure.port-in-use", [c["id"] for c in causes[:5]]
+    found = causes(query)
+    assert found[0]["id"] == "system-failure.port-in-use", [c["id"] for c in found[:5]]
 
 
 def test_the_error_line_confirms_it():
-    causes = {c["id"]: c for c in ranked(ERROR)}
-    assert causes["system-failure.port-in-use"]["status"] == "confirmed"
+    found = {c["id"]: c for c in causes(ERROR)}
+    assert found["system-failure.port-in-use"]["status"] == "confirmed"
 
 
 def test_a_watchdog_timeout_mid_training_is_not_a_port_clash():
     query = ("8 GPUs, trained for 3 hours, then Watchdog caught collective operation timeout: "
              "WorkNCCL(SeqNum=5, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800013 milliseconds before timing out")
-    top = [c["id"] for c in ranked(query)[:3]]
+    top = [c["id"] for c in causes(query)[:3]]
     assert "system-failure.port-in-use" not in top, top

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from troubleshoot.cli import main
-from troubleshoot.evidence import extract, lexical
+from troubleshoot.evidence import lexical
 from troubleshoot.knowledge import load
 
 SYMPTOMS = ("nan-loss", "fp16-overflow", "zero-loss")
@@ -33,20 +33,8 @@ def test_every_cause_has_phrases_from_several_threads(kb):
     assert not thin
 
 
-@pytest.mark.parametrize("text", [
-    "TinyLlama on T4 with fp16, grad_norm goes nan",
-    "QLoRA in a Colab T4 notebook, loss 0.0",
-    "flash attention backward on an RTX 2070 Super",
-    "bitsandbytes 4bit on a GTX 1660 does nothing",
-    "2080Ti 上 4bit 量化 微调 loss 一直为 0",
-])
-def test_pre_ampere_gpus_are_read_from_text(kb, text):
-    assert extract(kb, text).facts["zeroloss.gpu_pre_ampere"].value is True
 
 
-@pytest.mark.parametrize("text", ["trained on A100 and H100", "the BT4 checkpoint", "not on a T4 but an A100"])
-def test_other_gpus_and_negations_leave_it_unset(kb, text):
-    assert "zeroloss.gpu_pre_ampere" not in extract(kb, text).facts
 
 
 @pytest.mark.parametrize("symptom, report, cause", [

@@ -1,23 +1,14 @@
 """safetensors' shared-tensor refusal (save-export.shared-tensors-refused): the error text sets the
 fact, and a report that quotes it ranks the cause first; a report without it does not."""
-import json
-
 import pytest
-from click.testing import CliRunner
+from asking import ranked
 
-from troubleshoot.cli import main
 from troubleshoot.evidence import extract
 
 CAUSE = "save-export.shared-tensors-refused"
 FACT = "export.shared_tensors_refused"
 ERROR = ("RuntimeError: Some tensors share memory, this will lead to duplicate memory on disk and "
          "potential differences when loading them again: [{'lm_head.weight', 'model.embed_tokens.weight'}]")
-
-
-def ranked(text: str) -> list[str]:
-    result = CliRunner().invoke(main, ["ask", text, "--no-input", "--json"])
-    assert result.exit_code in (0, 1), result.output
-    return [c["id"] for c in json.loads(result.stdout)["causes"]]
 
 
 @pytest.mark.parametrize("text", [

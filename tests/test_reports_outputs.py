@@ -1,0 +1,193 @@
+"""How llmfix reads reports of generation that repeats, exports and conversions, tensor-parallel mismatches and positions: the cases a table
+(tests/text_cases/) cannot say -- which of two causes a report puts first, what a whole pasted
+traceback or config sets, and near misses that must push a cause down. The reports are written
+for these tests in the words public reports use."""
+from __future__ import annotations
+
+import pytest
+from asking import entry, fact_value, ranked
+
+CONVERTER_TRACE = """Traceback (most recent call last):
+  File "/work/tools/ckpt/convert_megatron_to_hf.py", line 311, in <module>
+    main()
+  File "/work/tools/ckpt/convert_megatron_to_hf.py", line 288, in convert
+    hf_name = name_map[op_name]
+KeyError: 'self_attention.linear_qkv.layer_norm_weight'"""
+
+ADAPTER_MISMATCH = ("RuntimeError: Error(s) in loading state_dict for PeftModelForCausalLM:\n"
+                    "\tsize mismatch for base_model.model.model.embed_tokens.weight: copying a param with shape "
+                    "torch.Size([151700, 3584]) from checkpoint, the shape in current model is torch.Size([151665, 3584]).")
+
+
+# --- repetition -------------------------------------------------------------------------------
+
+
+def test_loops_that_an_older_vllm_does_not_make_are_a_regression():
+    top = ranked("since upgrading vllm to 0.11 our fine-tuned qwen repeats the same sentence until max_tokens; "
+                     "rolling back to vllm 0.10.2 fixes it")
+    assert "repetition.framework-regression" in top[:3], top[:5]
+
+
+def test_loops_without_a_version_story_stay_with_the_eos_causes():
+    top = ranked("my fine-tuned llama repeats the same sentence and never stops")
+    assert "repetition.framework-regression" not in top[:3], top[:5]
+
+
+def test_a_base_release_as_chat_ranks_its_cause():
+    report = ("Serving Yi-6B not Yi-6B-Chat through the vLLM OpenAI server for a chatbot. Every answer goes on "
+              "and on until max_tokens, it even writes the next user question itself. Changing eos_token in "
+              "tokenizer_config.json did not help.")
+    assert "repetition.base-model-as-chat" in ranked(report)[:3]
+
+
+def test_a_vllm_loop_without_the_model_penalty_is_decoding(shipped_kb):
+    text = ("Qwen2 gets stuck in an infinite loop with vLLM but not with transformers; "
+            "vLLM does not load the generation_config, repetition_penalty=1.0 instead of 1.05")
+    assert "repetition.decoding-params" in ranked(text)[:3]
+
+
+def test_untrained_template_tokens_step_back_when_embeddings_are_trained():
+    cause = "repetition.untrained-special-tokens"
+    plain = entry("Qwen2.5-1.5B-Base LoRA with template: qwen never stops generating", cause)["posterior"]
+    trained = entry("Qwen2.5-1.5B-Base LoRA with template: qwen never stops generating, "
+                         "save_embedding_layers=True", cause)["posterior"]
+    assert trained < plain / 2
+
+
+# --- save-export ------------------------------------------------------------------------------
+
+
+def test_a_head_that_differs_after_saving_is_a_broken_tie_not_an_extra_head():
+    """Without the engine's KeyError, a tied head that changed on save stays with the broken tie."""
+    top = ranked("after save_pretrained and reload, lm_head differs from embed_tokens although tie_word_embeddings is true")
+    assert top[0] != "save-export.extra-lm-head-weight", top[:3]
+
+
+def test_an_unknown_pretokenizer_ranks_its_cause():
+    report = ("Trying to turn my merged Mistral fine-tune into a q8_0 GGUF with convert_hf_to_gguf.py. It prints "
+              "a block of asterisks with chkhsh: 3f1c... and then NotImplementedError: BPE pre-tokenizer was "
+              "not recognized - update get_vocab_base_pre()")
+    assert "save-export.gguf-pretokenizer-unrecognized" in ranked(report)[:3]
+
+
+def test_a_converter_that_stops_on_a_tensor_name_is_read(shipped_kb):
+    assert fact_value(shipped_kb, CONVERTER_TRACE, "export.converter_rejects_layout") is True
+
+
+def test_a_converter_script_is_noticed(shipped_kb):
+    assert fact_value(shipped_kb, "ran hf2mcore_qwen2.5_convertor.sh and then the mcore2hf direction", "export.ran_converter") is True
+    assert fact_value(shipped_kb, "ran python scripts/convert_to_hf.py on the NeMo checkpoint", "export.ran_converter") is True
+    assert fact_value(shipped_kb, "the conversation template is fine", "export.ran_converter") is None
+
+
+def test_a_converter_mismatch_ranks_its_cause():
+    report = ("Converting my Megatron checkpoint (trained with a fork of Megatron-DeepSpeed) to Hugging Face "
+              "format fails:\n" + CONVERTER_TRACE)
+    assert "save-export.converter-format-mismatch" in ranked(report)[:3]
+
+
+def test_an_incomplete_export_ranks_its_cause():
+    report = ("After training I exported the weights, the tool wrote a single model.pth. Loading the folder with "
+              "AutoModelForCausalLM.from_pretrained('exported/') raises OSError: Error no file named "
+              "pytorch_model.bin, model.safetensors, tf_model.h5, model.ckpt.index or flax_model.msgpack found "
+              "in directory exported/.")
+    assert "save-export.export-folder-incomplete" in ranked(report)[:3]
+
+
+def test_an_adapter_vocab_mismatch_is_read(shipped_kb):
+    assert fact_value(shipped_kb, ADAPTER_MISMATCH, "export.adapter_vocab_mismatch") is True
+
+
+def test_a_full_model_vocab_mismatch_is_not_an_adapter_one(shipped_kb):
+    text = ("size mismatch for model.embed_tokens.weight: copying a param with shape torch.Size([32001, 4096]) "
+            "from checkpoint, the shape in current model is torch.Size([32000, 4096]).")
+    assert fact_value(shipped_kb, text, "export.adapter_vocab_mismatch") is None
+
+
+def test_an_adapter_vocab_mismatch_ranks_its_cause():
+    report = ("I added 35 special tokens to the tokenizer and trained a LoRA on Qwen2.5-7B. Now "
+              "PeftModel.from_pretrained(base, 'out/adapter') fails:\n" + ADAPTER_MISMATCH)
+    assert "save-export.adapter-vocab-mismatch" in ranked(report)[:3]
+
+
+def test_a_package_name_error_points_at_the_release(shipped_kb):
+    trace = ('  File "/opt/env/lib/python3.11/site-packages/sometool/merge.py", line 52, in main\n'
+             "    model = dequant(model)\nNameError: name 'dequant' is not defined")
+    assert fact_value(shipped_kb, trace, "export.tool_code_error") is True
+    own = 'File "merge_my_lora.py", line 8\nNameError: name \'peft_model\' is not defined'
+    assert fact_value(shipped_kb, own, "export.tool_code_error") is None
+
+
+def test_an_unsupported_gguf_architecture_is_a_converter_mismatch(shipped_kb):
+    assert fact_value(shipped_kb, "ERROR:hf-to-gguf:Model MyNewForCausalLM is not supported", "export.converter_rejects_layout") is True
+    assert fact_value(shipped_kb, "INFO:hf-to-gguf:Model architecture: LlamaForCausalLM", "export.converter_rejects_layout") is None
+
+
+def test_a_plain_convert_py_is_noticed(shipped_kb):
+    assert fact_value(shipped_kb, "python llama.cpp/convert.py ./my-model --outtype f16", "export.legacy_convert_py") is True
+    assert fact_value(shipped_kb, "python convert_hf_to_gguf.py ./my-model", "export.legacy_convert_py") is None
+
+
+def test_a_missing_tokenizer_file_is_read(shipped_kb):
+    text = "FileNotFoundError: File not found: /data/out/sft-merged/tokenizer.model"
+    assert fact_value(shipped_kb, text, "export.tokenizer_files_missing") is True
+    assert fact_value(shipped_kb, "loaded tokenizer.model from the base folder", "export.tokenizer_files_missing") is None
+
+
+def test_converting_a_torch_dist_checkpoint_points_at_the_converter(shipped_kb):
+    text = ("Megatron-LM checkpoint saved in torch_dist format (__0_0.distcp, common.pt, metadata.json); "
+            "tools/checkpoint/convert.py --loader mcore --saver llama2_hf fails to load it")
+    top = ranked(text)
+    assert "save-export.converter-format-mismatch" in top[:3]
+    assert top.index("save-export.converter-format-mismatch") < top.index("save-export.fsdp-sharded-state-dict")
+
+
+# --- tp-mismatch ------------------------------------------------------------------------------
+
+
+def test_a_tp_split_assert_with_tensor_parallelism_is_read(shipped_kb):
+    text = "LLM(model=..., tensor_parallel_size=4)\nAssertionError: 25 is not divisible by 4"
+    assert fact_value(shipped_kb, text, "tp.kv_heads_divisible") is False
+    assert fact_value(shipped_kb, "AssertionError: 25 is not divisible by 4", "tp.kv_heads_divisible") is None
+
+
+def test_a_tp_gap_in_every_release_is_not_a_regression():
+    """Without a release boundary, wrong TP output stays with the parallel layers, not the engine release."""
+    top = ranked("my own column parallel and row parallel layers give a wrong loss with tp=2, tp=1 is correct")
+    assert top[0] != "tp-mismatch.framework-regression", top[:3]
+
+
+# --- position-encoding ------------------------------------------------------------------------
+
+
+def test_a_valid_rope_scaling_dict_is_not_the_refusal(shipped_kb):
+    text = 'rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}'
+    assert fact_value(shipped_kb, text, "posenc.rope_scaling_unparsed") is None
+
+
+def test_rope_positions_of_packed_documents_are_ranked():
+    top = ranked("sample packing in our own trainer: RoPE ignores the position ids, each packed document keeps "
+                     "counting from where the previous one ended")
+    assert "position-encoding.position-ids-ignored" in top[:3], top[:5]
+
+
+def test_tokenizer_length_warning_ranks_first_three_and_a_crash_pushes_it_down():
+    warning = ("Token indices sequence length is longer than the specified maximum sequence length for this "
+               "model (1877 > 1024). Running this sequence through the model will result in indexing errors")
+    alone = ranked(f"While tokenizing my dataset for gpt2 continued pretraining I see {warning}. "
+                    "Should I worry about it?")
+    assert "position-encoding.tokenizer-length-warning" in alone[:3]
+    crashed = ranked(f"{warning}\n    position_embeds = self.wpe(position_ids)\nIndexError: index out of range in self")
+    assert crashed.index("position-encoding.absolute-positions-exceeded") < crashed.index(
+        "position-encoding.tokenizer-length-warning")
+
+
+@pytest.mark.parametrize("text, expected", [
+    ('  File "modeling_bert.py", line 238, in forward\n    embeddings += position_embeddings\n'
+     "RuntimeError: The size of tensor a (700) must match the size of tensor b (512) at non-singleton dimension 1",
+     True),
+    ("embeddings += position_embeddings", None),               # the code line alone: no failure
+])
+def test_bert_position_add_mismatch_sets_the_index_error(shipped_kb, text, expected):
+    assert fact_value(shipped_kb, text, "posenc.index_error") == expected
+    assert fact_value(shipped_kb, text, "posenc.learned_absolute") is True

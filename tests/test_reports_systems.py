@@ -1,0 +1,79 @@
+"""How llmfix reads reports of crashes, hangs, slow runs and out-of-memory: the cases a table
+(tests/text_cases/) cannot say -- which of two causes a report puts first, what a whole pasted
+traceback or config sets, and near misses that must push a cause down. The reports are written
+for these tests in the words public reports use."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from asking import fact_value, ranked
+from click.testing import CliRunner
+
+from troubleshoot.cli import main
+from troubleshoot.evidence import extract
+
+# --- system-failure ---------------------------------------------------------------------------
+
+
+def test_the_trainer_error_for_a_missing_loss_is_recognised(shipped_kb, tmp_path):
+    """The real message, raised by Trainer.compute_loss when the batch carries no labels."""
+    import torch
+    import transformers
+
+    config = transformers.LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                      num_attention_heads=2, num_key_value_heads=2)
+    model = transformers.LlamaForCausalLM(config)
+    args = transformers.TrainingArguments(output_dir=str(tmp_path), report_to=[], use_cpu=True)
+    trainer = transformers.Trainer(model=model, args=args)
+    batch = {"input_ids": torch.tensor([[1, 2, 3, 4]]), "attention_mask": torch.ones(1, 4, dtype=torch.long)}
+    with pytest.raises(ValueError) as raised:
+        trainer.compute_loss(model, batch)
+    evidence = extract(shipped_kb, f"Traceback (most recent call last):\nValueError: {raised.value}")
+    assert "trainer_no_loss" in {s.signature.id for s in evidence.signatures}
+    assert evidence.facts["system.no_loss_returned"].value is True
+    assert "trainer_no_loss" not in {
+        s.signature.id for s in extract(shipped_kb, "the model returned a loss of 2.3 from the inputs").signatures}
+
+
+def test_the_error_line_confirms_the_dtype_mismatch():
+    result = CliRunner().invoke(main, ["ask", "RuntimeError: expected scalar type Half but found Float", "--no-input", "--json"])
+    causes = {c["id"]: c for c in json.loads(result.stdout)["causes"]}
+    assert causes["system-failure.dtype-mismatch"]["status"] == "confirmed"
+
+
+def test_a_device_mismatch_is_not_a_dtype_mismatch():
+    report = ("inference after lora merge: RuntimeError: Expected all tensors to be on the same device, "
+              "but found at least two devices, cuda:0 and cpu!")
+    assert "system-failure.dtype-mismatch" not in ranked(report)[:3]
+
+
+def test_an_oom_without_the_flush_warning_stays_a_training_oom():
+    report = "zero3 lora on 2x 4090: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB in the backward pass"
+    top = ranked(report)
+    assert top[0] == "system-failure.train-oom", top[:3]
+
+
+def test_an_oom_at_the_first_step_is_not_a_leak():
+    """A config too big for the GPU fails at once; the leak needs steps to grow."""
+    top = ranked("full fine-tune of a 7B model on one 24 GB GPU, batch 8, seq 4096: torch.OutOfMemoryError: "
+                 "CUDA out of memory at the very first step")
+    assert top.index("system-failure.train-oom") < top.index("system-failure.graph-kept-across-steps"), top[:5]
+
+
+def test_a_slow_run_without_offload_is_not_the_offload():
+    top = ranked("training is very slow and GPU utilization is low; offload_optimizer device none, the dataloader is the bottleneck")
+    assert top[0] == "system-failure.input-bound", top[:3]
+
+
+def test_an_oom_on_consumer_cards_is_not_a_transport_failure():
+    top = ranked("lora微调Llama-3.1-8B，用了4块4090，为什么每个GPU显存都要爆了")
+    assert top[0] == "system-failure.train-oom", top[:3]
+
+
+# --- eval-oom ---------------------------------------------------------------------------------
+
+
+def test_growing_eval_memory_is_an_oom_partway_through(shipped_kb):
+    for text in ("during the validation loop GPU memory keeps growing", "eval的时候显存会一直增加"):
+        assert fact_value(shipped_kb, text, "evaloom.oom_moment") == "partway", text
