@@ -1,7 +1,7 @@
-"""How llmfix reads reports of losses that do not fall, gradients that do not flow, masks, preference tuning and MoE routing: the cases a table
-(tests/text_cases/) cannot say -- which of two causes a report puts first, what a whole pasted
-traceback or config sets, and near misses that must push a cause down. The reports are written
-for these tests in the words public reports use."""
+"""How llmfix reads reports of losses that do not fall, gradients that do not flow, masks, preference
+tuning and MoE routing: the cases a table (tests/text_cases/) cannot say -- which of two causes a
+report puts first, what a whole pasted traceback or config sets, and near misses that must push a
+cause down. The reports are written for these tests in the words public reports use."""
 from __future__ import annotations
 
 import logging

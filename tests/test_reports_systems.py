@@ -1,16 +1,12 @@
 """How llmfix reads reports of crashes, hangs, slow runs and out-of-memory: the cases a table
 (tests/text_cases/) cannot say -- which of two causes a report puts first, what a whole pasted
-traceback or config sets, and near misses that must push a cause down. The reports are written
-for these tests in the words public reports use."""
+traceback or config sets, and near misses that must push a cause down. The reports are written for
+these tests in the words public reports use."""
 from __future__ import annotations
 
-import json
-
 import pytest
-from asking import fact_value, ranked
-from click.testing import CliRunner
+from asking import entry, fact_value, ranked
 
-from troubleshoot.cli import main
 from troubleshoot.evidence import extract
 
 # --- system-failure ---------------------------------------------------------------------------
@@ -37,9 +33,8 @@ def test_the_trainer_error_for_a_missing_loss_is_recognised(shipped_kb, tmp_path
 
 
 def test_the_error_line_confirms_the_dtype_mismatch():
-    result = CliRunner().invoke(main, ["ask", "RuntimeError: expected scalar type Half but found Float", "--no-input", "--json"])
-    causes = {c["id"]: c for c in json.loads(result.stdout)["causes"]}
-    assert causes["system-failure.dtype-mismatch"]["status"] == "confirmed"
+    assert entry("RuntimeError: expected scalar type Half but found Float",
+                 "system-failure.dtype-mismatch")["status"] == "confirmed"
 
 
 def test_a_device_mismatch_is_not_a_dtype_mismatch():
