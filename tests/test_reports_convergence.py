@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 
-from asking import ranked
+from asking import causes, ranked
 
 from troubleshoot.evidence import extract
 
@@ -91,6 +91,20 @@ def test_peft_version_regression_ranks_first_three():
                      "trainable params: 0 and backward fails with element 0 of tensors does not require grad. "
                      "Going back to peft 0.6.2 fixes it.")
     assert "no-grad-flow.framework-regression" in top[:3]
+
+
+def test_a_lora_run_that_does_not_learn_keeps_the_checkpointing_fault_first():
+    """The warning with a flat loss and zero adapters is the real fault, not the benign warning."""
+    top = ranked("LoRA on Llama-3-8B with gradient_checkpointing=True: UserWarning: None of the inputs have "
+                 "requires_grad=True. Gradients will be None, and the loss stays flat, lora_B is still all zeros.")
+    assert top[0] == "no-grad-flow.gc-frozen-embeddings", top[:3]
+
+
+def test_a_question_about_the_warning_does_not_confirm_the_checkpointing_fault():
+    """Asking whether the warning matters is strong evidence against a run that learns nothing."""
+    found = {c["id"]: c for c in causes("LoRA fine-tune prints UserWarning: None of the inputs have requires_grad=True. "
+                                        "Gradients will be None. Is there any problem if I just ignore this warning?")}
+    assert found["no-grad-flow.gc-frozen-embeddings"]["status"] != "confirmed"
 
 
 # --- data-artifacts ---------------------------------------------------------------------------
