@@ -91,7 +91,9 @@ class Expr:
             tree = ast.parse(self.source, mode="eval").body
         except SyntaxError as err:
             raise ExprError(f"not a valid expression: {self.source!r} ({err.msg})") from None
-        except (MemoryError, RecursionError, ValueError):  # the parser's own stack; a NUL byte
+        # The parser's own stack; a NUL byte; CPython's "AST constructor recursion depth mismatch"
+        # (a SystemError it raises instead of a RecursionError for some deep nestings, seen under load).
+        except (MemoryError, RecursionError, ValueError, SystemError):
             raise ExprError(f"not a valid expression: {self.source[:40]!r} (nested too deeply)") from None
         self.__dict__["facts"] = set()
         self._check(tree)
