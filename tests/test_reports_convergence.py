@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import logging
 
-from asking import causes, ranked
+import pytest
+from asking import causes, fact_value, ranked
 
 from troubleshoot.evidence import extract
 
@@ -163,3 +164,38 @@ def test_an_inert_balancing_loss_ranks_the_broken_aux_loss_first():
     causes = ranked("Fine-tuning an MoE model: the load balancing loss never helps, I printed it and the "
                     "balancing loss function always returns a constant")
     assert causes[0] == "moe-routing.aux-loss-broken"
+
+
+def test_a_frozen_expert_bias_ranks_its_cause():
+    report = ("Continued pre-training of a DeepSeek-V3 style MoE (noaux_tc routing) with the HF Trainer. "
+              "After 3k steps a handful of experts take most tokens. I checked the router: "
+              "e_score_correction_bias is exactly the value from the checkpoint, it never changed.")
+    assert "moe-routing.expert-bias-frozen" in ranked(report)[:3]
+
+
+@pytest.mark.parametrize("text", [
+    "RuntimeError: still have inflight params [{'id': 412, 'status': 'INFLIGHT', 'numel': 0}]",
+    "ZeRO-3 inference with Mixtral fails with InFlight params",
+])
+def test_zero3_inflight_params_is_read(shipped_kb, text):
+    assert fact_value(shipped_kb, text, "moerouting.zero3_trace_error") is True
+    assert fact_value(shipped_kb, text, "train.zero_stage") == 3
+
+
+def test_the_trace_cache_notice_is_not_the_inflight_error(shipped_kb):
+    text = "Invalidate trace cache @ step 0: expected module 1, but got module 0"
+    assert fact_value(shipped_kb, text, "moerouting.zero3_trace_error") is None
+
+
+def test_a_zero3_moe_hang_ranks_its_cause():
+    report = ("Mixtral 8x7B MoE full fine-tune with DeepSpeed ZeRO-3: training hangs after a few steps, it looks "
+              "like some experts get no tokens on one rank, then NCCL times out.")
+    assert "moe-routing.zero3-expert-hang" in ranked(report)[:3]
+
+
+def test_the_inflight_error_on_an_moe_ranks_the_hang_cause():
+    report = ("Mixtral 8x7B under ZeRO-3: the first batch runs, then "
+              "RuntimeError: still have inflight params [{'id': 1203, 'status': 'AVAILABLE'}]")
+    assert "moe-routing.zero3-expert-hang" in ranked(report)[:3]
+
+

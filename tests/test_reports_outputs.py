@@ -54,6 +54,12 @@ def test_untrained_template_tokens_step_back_when_embeddings_are_trained():
     assert trained < plain / 2
 
 
+def test_a_lost_rope_delta_at_decode_ranks_the_repetition_regression():
+    report = ("After upgrading mlx-vlm, Qwen2.5-VL repeats the same word endlessly whenever I give it an image; "
+              "text-only chat is fine. The M-RoPE rope_deltas offset is lost at decode.")
+    assert "repetition.framework-regression" in ranked(report)[:3]
+
+
 # --- save-export ------------------------------------------------------------------------------
 
 
@@ -142,6 +148,29 @@ def test_converting_a_torch_dist_checkpoint_points_at_the_converter(shipped_kb):
     assert top.index("save-export.converter-format-mismatch") < top.index("save-export.fsdp-sharded-state-dict")
 
 
+SHAPE_TRACE = """Traceback (most recent call last):
+  File "/ws/toolkits/model_checkpoints_convertor/qwen/hf2mcore_qwen2_dense_and_moe_gqa.py", line 512, in <module>
+    main()
+  File "/ws/toolkits/model_checkpoints_convertor/qwen/hf2mcore_qwen2_dense_and_moe_gqa.py", line 470, in save_mgmodel
+    viewed = v.view(args.num_query_groups, -1, head_dim, args.hidden_size)
+RuntimeError: shape '[8, -1, 128, 3584]' is invalid for input of size 524288"""
+
+
+def test_a_failed_reshape_in_a_converter_is_read(shipped_kb):
+    assert fact_value(shipped_kb, SHAPE_TRACE, "export.converter_rejects_layout") is True
+
+
+def test_the_same_reshape_error_in_training_is_not_a_converter(shipped_kb):
+    text = SHAPE_TRACE.replace("toolkits/model_checkpoints_convertor/qwen/hf2mcore_qwen2_dense_and_moe_gqa.py",
+                               "src/train_sft.py")
+    assert fact_value(shipped_kb, text, "export.converter_rejects_layout") is None
+
+
+def test_a_failed_reshape_in_a_converter_ranks_the_format_mismatch():
+    report = "the checkpoint conversion script crashes before writing anything:\n" + SHAPE_TRACE
+    assert "save-export.converter-format-mismatch" in ranked(report)[:3]
+
+
 # --- tp-mismatch ------------------------------------------------------------------------------
 
 
@@ -191,3 +220,11 @@ def test_tokenizer_length_warning_ranks_first_three_and_a_crash_pushes_it_down()
 def test_bert_position_add_mismatch_sets_the_index_error(shipped_kb, text, expected):
     assert fact_value(shipped_kb, text, "posenc.index_error") == expected
     assert fact_value(shipped_kb, text, "posenc.learned_absolute") is True
+
+
+def test_mrope_positions_lost_in_training_rank_the_framework_regression():
+    report = ("Fine-tuning Qwen2.5-VL-7B with my own loop I never pass position_ids. Grounding boxes come out "
+              "shifted, and printing the ids inside the model shows plain 1D positions, not the 3D M-RoPE ids.")
+    assert "position-encoding.framework-regression" in ranked(report)[:3]
+
+
