@@ -36,7 +36,7 @@ _SOURCES = {
         r"(?<![A-Za-z])(?:not|no|never|without|w/o|disabled?|disabling|turn(?:ed)?\s{1,3}off|instead\s{1,3}of|"
         r"rather\s{1,3}than|switch(?:ed|ing)?\s{1,3}(?:away\s{1,3})?from|moved?\s{1,3}from|changed?\s{1,3}from|"
         r"\w{1,12}n't|isnt|dont|doesnt|didnt|wasnt|arent|cannot)(?![A-Za-z])", re.IGNORECASE),
-    "chinese": (r"没有|没用|没开|没|不用|不开|不使用|不是|未|无|关闭|关掉|禁用|去掉|而非|而不是|从", 0),
+    "chinese": (r"没有|没用|没开|没|不用|不开|不使用|(?<!是)不是|未|无|关闭|关掉|禁用|去掉|而非|而不是|从", 0),
     # a turn between a negator and the match: "from fp16 to bf16", "从fp16改成bf16"
     "turn": (r"(?<![A-Za-z])(?:to|into|then|now|->)(?![A-Za-z])|→|改成|换成|改为|换到|改用|到", re.IGNORECASE),
     # a denial after the match in its own clause (no comma, no "but"/"because" in between): "and
