@@ -7,6 +7,8 @@ from __future__ import annotations
 import pytest
 from asking import entry, fact_value, ranked
 
+from troubleshoot.evidence import extract
+
 CONVERTER_TRACE = """Traceback (most recent call last):
   File "/work/tools/ckpt/convert_megatron_to_hf.py", line 311, in <module>
     main()
@@ -84,6 +86,18 @@ def test_a_converter_script_is_noticed(shipped_kb):
     assert fact_value(shipped_kb, "ran hf2mcore_qwen2.5_convertor.sh and then the mcore2hf direction", "export.ran_converter") is True
     assert fact_value(shipped_kb, "ran python scripts/convert_to_hf.py on the NeMo checkpoint", "export.ran_converter") is True
     assert fact_value(shipped_kb, "the conversation template is fine", "export.ran_converter") is None
+
+
+@pytest.mark.parametrize("frame, seen", [
+    ('  File "/ws/Megatron-LM/tools/checkpoint/convert_megatron_gpt2_checkpoint.py", line 212, in main', True),
+    ('  File "/ws/DeepSpeed/deepspeed_to_transformers.py", line 41, in <module>', True),
+    ('  File "/ws/Pai-Megatron-Patch/toolkits/hf2mcore_qwen2.py", line 88, in convert', True),
+    ('  File "/ws/train.py", line 88, in main', False),
+    ('  File "/ws/utils/to_hf_hub.py", line 3, in push', False),
+])
+def test_a_traceback_through_a_conversion_script_is_noticed(shipped_kb, frame, seen):
+    ids = [s.signature.id for s in extract(shipped_kb, frame).signatures]
+    assert ("conversion_script_traceback" in ids) is seen, ids
 
 
 def test_a_converter_mismatch_ranks_its_cause():
