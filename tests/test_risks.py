@@ -234,3 +234,29 @@ def test_an_ms_swift_command_in_fp16_on_a_bf16_model(tmp_path, dtype, flagged):
     read = {k: v for f in answer["findings"] if f["id"] == "setup.settings" for k, v in f["value"].items()}
     assert read["train.lora_rank"] == 8 and read["model.pretrained_dtype"] == "bf16"
     assert ("nan-loss.fp16-on-bf16-model" in risks(answer)) is flagged
+
+
+OPENRLHF = """deepspeed --module openrlhf.cli.train_sft \\
+   --data.max_len 2048 \\
+   --train.micro_batch_size 2 \\
+   {model}--ds.zero_stage 2 \\
+   --ds.param_dtype {dtype} \\
+   --adam.lr 5e-6
+"""
+VERL = """python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo \\
+    {model}actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype={dtype} \\
+    actor_rollout_ref.actor.ppo_mini_batch_size=256 trainer.n_gpus_per_node=8
+"""
+
+
+@pytest.mark.parametrize("template, model", [
+    (OPENRLHF, "--model.model_name_or_path meta-llama/Meta-Llama-3-8B \\\n   "),
+    (VERL, "actor_rollout_ref.model.path=Qwen/Qwen2.5-7B-Instruct \\\n    "),
+], ids=["openrlhf", "verl"])
+def test_rl_trainers_param_dtype_fp16_on_a_bf16_model(tmp_path, template, model):
+    """OpenRLHF --ds.param_dtype fp16 turns on DeepSpeed fp16; verl's FSDP MixedPrecision computes in
+    param_dtype. bf16, or no model named (its release dtype unknown), is no risk."""
+    flagged = {(dtype, bool(name)): "nan-loss.fp16-on-bf16-model" in risks(probe(write(
+                   tmp_path, f"run_{dtype}_{bool(name)}.sh", template.format(model=name, dtype=dtype)))[1])
+               for dtype in ("fp16", "bf16") for name in (model, "")}
+    assert flagged == {("fp16", True): True, ("bf16", True): False, ("fp16", False): False, ("bf16", False): False}
