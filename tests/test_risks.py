@@ -260,3 +260,12 @@ def test_rl_trainers_param_dtype_fp16_on_a_bf16_model(tmp_path, template, model)
                    tmp_path, f"run_{dtype}_{bool(name)}.sh", template.format(model=name, dtype=dtype)))[1])
                for dtype in ("fp16", "bf16") for name in (model, "")}
     assert flagged == {("fp16", True): True, ("bf16", True): False, ("fp16", False): False, ("bf16", False): False}
+
+
+@pytest.mark.parametrize("precision, flagged", [("fp16", True), ("bf16", False)])
+def test_a_trl_trainer_given_the_model_by_name(tmp_path, precision, flagged):
+    """SFTTrainer("Qwen/...") loads the model itself: its name says the release dtype."""
+    script = write(tmp_path, "sft.py", "from trl import SFTConfig, SFTTrainer\n"
+                   f"trainer = SFTTrainer(\"Qwen/Qwen2.5-0.5B\", train_dataset=ds, args=SFTConfig(output_dir='out', "
+                   f"{precision}=True))\ntrainer.train()\n")
+    assert ("nan-loss.fp16-on-bf16-model" in risks(probe(script)[1])) is flagged

@@ -28,10 +28,14 @@ from ...errors import ArtifactError
 from .read import Setting, read_text, shebang, snake
 
 CONFIG_CALLS = ("arguments", "args", "config", "configs")  # TrainingArguments, SFTConfig, LoraConfig, ...
+# TRL trainers also take the model as a Hub name: SFTTrainer("Qwen/Qwen2.5-0.5B", ...)
+TRL_TRAINERS = ("sfttrainer", "dpotrainer", "grpotrainer", "orpotrainer", "ktotrainer", "rlootrainer")
 CALLS = {"from_pretrained", "adam", "adamw", "adamw8bit", "pagedadamw", "pagedadamw8bit", "fusedadam", "lion", "sgd",
          "adafactor", "clip_grad_norm_", "get_linear_schedule_with_warmup", "get_cosine_schedule_with_warmup",
-         "get_scheduler", "dict", "autocast", "gradscaler", "prepare_model_for_kbit_training", "initialize"}
+         "get_scheduler", "dict", "autocast", "gradscaler", "prepare_model_for_kbit_training", "initialize",
+         *TRL_TRAINERS}
 POSITIONAL = {"clip_grad_norm_": ("parameters", "max_norm"), "from_pretrained": ("pretrained_model_name_or_path",),
+              **{trainer: ("model",) for trainer in TRL_TRAINERS},
               "get_linear_schedule_with_warmup": ("optimizer", "num_warmup_steps", "num_training_steps"),
               "get_cosine_schedule_with_warmup": ("optimizer", "num_warmup_steps", "num_training_steps")}
 # calls that are a setting by themselves
