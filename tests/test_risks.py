@@ -155,3 +155,117 @@ def test_a_verl_launch_whose_micro_batch_exceeds_each_gpus_share(tmp_path):
                                                                                command.format(micro=micro)))[1])
                for micro in (16, 200)}
     assert flagged == {16: False, 200: True}
+
+
+SFT_SCRIPT = """from transformers import AutoTokenizer, AutoModelForCausalLM, Trainer, TrainingArguments
+from transformers import DataCollatorForLanguageModeling, DataCollatorForSeq2Seq
+
+tokenizer = AutoTokenizer.from_pretrained("mistralai/Mistral-7B-v0.1")
+tokenizer.pad_token = {pad}
+
+
+def to_text(example):
+    return {{"text": f"### Instruction:\\n{{example['instruction']}}\\n### Response:\\n{{example['output']}}"{eos}}}
+
+
+model = AutoModelForCausalLM.from_pretrained("mistralai/Mistral-7B-v0.1", torch_dtype=torch.bfloat16)
+args = TrainingArguments(output_dir="out", learning_rate=2e-5, bf16=True, per_device_train_batch_size=4)
+trainer = Trainer(model=model, args=args, train_dataset=train_ds, data_collator={collator})
+trainer.train()
+"""
+MASKING = "DataCollatorForLanguageModeling(tokenizer=tokenizer, mlm=False)"
+
+
+def sft_script(tmp_path: Path, pad="tokenizer.eos_token", eos=" + tokenizer.eos_token", collator=MASKING) -> Path:
+    return write(tmp_path, "sft.py", SFT_SCRIPT.format(pad=pad, eos=eos, collator=collator))
+
+
+def test_an_eos_the_script_appends_is_masked_by_its_own_collator(tmp_path):
+    script = sft_script(tmp_path)
+    code, answer = probe(script)
+    risk = risks(answer)["repetition.eos-masked"]
+    assert risk["value"]["settings"] == {"data.collator_masks_pad": True, "data.eos.appended": True,
+                                         "model.pad_is_eos": True}
+    assert risk["where"] == str(script) and "mlm=False" in risk["message"] and code == 0
+    assert answer["symptoms"] == []  # a risk, not a diagnosis
+
+
+@pytest.mark.parametrize("change", [
+    {"pad": '"<pad>"'},                                    # a pad token of its own
+    {"collator": "DataCollatorForSeq2Seq(tokenizer, label_pad_token_id=-100)"},  # pads labels, masks no id
+    {"collator": "DataCollatorForLanguageModeling(tokenizer=tokenizer)"},  # masked LM, not this masking
+], ids=["own-pad-token", "seq2seq-collator", "mlm-collator"])
+def test_the_safe_way_to_pad_is_quiet(tmp_path, change):
+    assert "repetition.eos-masked" not in risks(probe(sft_script(tmp_path, **change))[1])
+
+
+def test_no_eos_appended_or_no_collator_seen_is_no_risk(tmp_path):
+    """Pretraining on chunks (the transformers course pads with EOS and this collator, but its text
+    has no EOS to lose), or an excerpt without the collator: a fact stays unknown, no warning."""
+    chunks = sft_script(tmp_path, eos="")
+    excerpt = write(tmp_path, "excerpt.py", "tokenizer.pad_token = tokenizer.eos_token\n"
+                                            "texts = [t + tokenizer.eos_token for t in texts]\n")
+    assert [risks(probe(path)[1]) for path in (chunks, excerpt)] == [{}, {}]
+
+
+def test_trls_completion_only_collator_masks_the_pad_id_too(tmp_path):
+    script = sft_script(tmp_path, collator='DataCollatorForCompletionOnlyLM("### Response:", tokenizer=tokenizer)')
+    assert "repetition.eos-masked" in risks(probe(script)[1])
+
+
+SWIFT = """# 22GB
+CUDA_VISIBLE_DEVICES=0 \\
+swift sft \\
+    --model Qwen/Qwen2.5-7B-Instruct \\
+    --train_type lora \\
+    --dataset 'AI-ModelScope/alpaca-gpt4-data-zh#500' \\
+              AI-ModelScope/alpaca-gpt4-data-en#500 \\
+    --torch_dtype {dtype} \\
+    --learning_rate 1e-4 \\
+    --lora_rank 8
+"""
+
+
+@pytest.mark.parametrize("dtype, flagged", [("float16", True), ("bfloat16", False)])
+def test_an_ms_swift_command_in_fp16_on_a_bf16_model(tmp_path, dtype, flagged):
+    """ms-swift trains with fp16 AMP when --torch_dtype is float16 (ModelArguments._init_mixed_precision);
+    'name#500' is a sample count, not a comment, so the flags after it are read."""
+    _, answer = probe(write(tmp_path, "swift.sh", SWIFT.format(dtype=dtype)))
+    read = {k: v for f in answer["findings"] if f["id"] == "setup.settings" for k, v in f["value"].items()}
+    assert read["train.lora_rank"] == 8 and read["model.pretrained_dtype"] == "bf16"
+    assert ("nan-loss.fp16-on-bf16-model" in risks(answer)) is flagged
+
+
+OPENRLHF = """deepspeed --module openrlhf.cli.train_sft \\
+   --data.max_len 2048 \\
+   --train.micro_batch_size 2 \\
+   {model}--ds.zero_stage 2 \\
+   --ds.param_dtype {dtype} \\
+   --adam.lr 5e-6
+"""
+VERL = """python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo \\
+    {model}actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype={dtype} \\
+    actor_rollout_ref.actor.ppo_mini_batch_size=256 trainer.n_gpus_per_node=8
+"""
+
+
+@pytest.mark.parametrize("template, model", [
+    (OPENRLHF, "--model.model_name_or_path meta-llama/Meta-Llama-3-8B \\\n   "),
+    (VERL, "actor_rollout_ref.model.path=Qwen/Qwen2.5-7B-Instruct \\\n    "),
+], ids=["openrlhf", "verl"])
+def test_rl_trainers_param_dtype_fp16_on_a_bf16_model(tmp_path, template, model):
+    """OpenRLHF --ds.param_dtype fp16 turns on DeepSpeed fp16; verl's FSDP MixedPrecision computes in
+    param_dtype. bf16, or no model named (its release dtype unknown), is no risk."""
+    flagged = {(dtype, bool(name)): "nan-loss.fp16-on-bf16-model" in risks(probe(write(
+                   tmp_path, f"run_{dtype}_{bool(name)}.sh", template.format(model=name, dtype=dtype)))[1])
+               for dtype in ("fp16", "bf16") for name in (model, "")}
+    assert flagged == {("fp16", True): True, ("bf16", True): False, ("fp16", False): False, ("bf16", False): False}
+
+
+@pytest.mark.parametrize("precision, flagged", [("fp16", True), ("bf16", False)])
+def test_a_trl_trainer_given_the_model_by_name(tmp_path, precision, flagged):
+    """SFTTrainer("Qwen/...") loads the model itself: its name says the release dtype."""
+    script = write(tmp_path, "sft.py", "from trl import SFTConfig, SFTTrainer\n"
+                   f"trainer = SFTTrainer(\"Qwen/Qwen2.5-0.5B\", train_dataset=ds, args=SFTConfig(output_dir='out', "
+                   f"{precision}=True))\ntrainer.train()\n")
+    assert ("nan-loss.fp16-on-bf16-model" in risks(probe(script)[1])) is flagged

@@ -8,7 +8,9 @@ Settings come from the keyword arguments of the calls that configure training:
 dict literals assigned to a name ending in ``config`` / ``args`` (a DeepSpeed config written inline).
 Besides settings, ``Pattern`` rows name code that is known to break training (probes/setup turns
 them into findings and facts):
-``model.half()``, ``tokenizer.pad_token = tokenizer.eos_token``, labels copied from input_ids
+``model.half()``, ``tokenizer.pad_token = tokenizer.eos_token``, a collator that masks every label equal
+to the pad id and an EOS appended to the training text (together with pad = EOS: EOS is never
+trained), labels copied from input_ids
 with no -100 masking anywhere, masks filled with -1e9 / float('-inf') / finfo(float32).min,
 ``model.state_dict`` rebound to a ``get_peft_model_state_dict`` lambda (alpaca-lora's finetune.py),
 and reward functions that return a distance such as ``abs(20 - len(c))``, which RL maximises.
@@ -26,10 +28,14 @@ from ...errors import ArtifactError
 from .read import Setting, read_text, shebang, snake
 
 CONFIG_CALLS = ("arguments", "args", "config", "configs")  # TrainingArguments, SFTConfig, LoraConfig, ...
+# TRL trainers also take the model as a Hub name: SFTTrainer("Qwen/Qwen2.5-0.5B", ...)
+TRL_TRAINERS = ("sfttrainer", "dpotrainer", "grpotrainer", "orpotrainer", "ktotrainer", "rlootrainer")
 CALLS = {"from_pretrained", "adam", "adamw", "adamw8bit", "pagedadamw", "pagedadamw8bit", "fusedadam", "lion", "sgd",
          "adafactor", "clip_grad_norm_", "get_linear_schedule_with_warmup", "get_cosine_schedule_with_warmup",
-         "get_scheduler", "dict", "autocast", "gradscaler", "prepare_model_for_kbit_training", "initialize"}
+         "get_scheduler", "dict", "autocast", "gradscaler", "prepare_model_for_kbit_training", "initialize",
+         *TRL_TRAINERS}
 POSITIONAL = {"clip_grad_norm_": ("parameters", "max_norm"), "from_pretrained": ("pretrained_model_name_or_path",),
+              **{trainer: ("model",) for trainer in TRL_TRAINERS},
               "get_linear_schedule_with_warmup": ("optimizer", "num_warmup_steps", "num_training_steps"),
               "get_cosine_schedule_with_warmup": ("optimizer", "num_warmup_steps", "num_training_steps")}
 # calls that are a setting by themselves
@@ -42,7 +48,8 @@ UNSAFE_FILL = 65504.0        # the largest fp16 magnitude
 class Pattern(NamedTuple):
     """Code known to break training, found at ``line``."""
 
-    id: str     # half | pad_is_eos | labels_unmasked | mask_fill | peft_state_dict_override | reward_distance
+    id: str     # half | pad_is_eos | collator_masks_pad | eos_appended | labels_unmasked | mask_fill |
+                # peft_state_dict_override | reward_distance
     line: int
     quote: str
 
@@ -199,6 +206,10 @@ def patterns(path: Path) -> list[Pattern]:
                 labels_copied.append(node)
             if target.endswith(".state_dict") and _calls(node.value, "get_peft_model_state_dict"):
                 out.append(Pattern("peft_state_dict_override", node.lineno, _quote(lines, node)))
+        if isinstance(node, ast.Call) and _masks_pad_ids(node):
+            out.append(Pattern("collator_masks_pad", node.lineno, _quote(lines, node)))
+        if _appends_eos(node):
+            out.append(Pattern("eos_appended", node.lineno, _quote(lines, node)))
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and "reward" in node.name.lower():
             out += [Pattern("reward_distance", r.lineno, _quote(lines, r)) for r in _distance_returns(node)]
         if _masks_labels(node):
@@ -206,6 +217,33 @@ def patterns(path: Path) -> list[Pattern]:
     if labels_copied and not masks_labels:
         out.append(Pattern("labels_unmasked", labels_copied[0].lineno, _quote(lines, labels_copied[0])))
     return out
+
+
+def _masks_pad_ids(call: ast.Call) -> bool:
+    """A collator that sets every label equal to the pad id to -100: transformers'
+    DataCollatorForLanguageModeling with ``mlm=False`` (``labels[labels == pad_token_id] = -100``
+    in its torch_call; TRL's collator of the same name takes no ``mlm`` and pads labels with -100
+    instead), and TRL's DataCollatorForCompletionOnlyLM, which subclasses it."""
+    name = _call_name(call)
+    if name == "DataCollatorForCompletionOnlyLM":
+        return True
+    return name == "DataCollatorForLanguageModeling" and any(
+        kw.arg == "mlm" and isinstance(kw.value, ast.Constant) and kw.value.value is False for kw in call.keywords)
+
+
+def _appends_eos(node: ast.AST) -> bool:
+    """The EOS token added to the training text: ``text + tokenizer.eos_token``, an f-string with
+    ``{tokenizer.eos_token}``, or a tokenizer loaded with ``add_eos_token=True``."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return any(_is_eos_token(side) for side in (node.left, node.right))
+    if isinstance(node, ast.JoinedStr):
+        return any(isinstance(v, ast.FormattedValue) and _is_eos_token(v.value) for v in node.values)
+    return isinstance(node, ast.keyword) and node.arg == "add_eos_token" and \
+        isinstance(node.value, ast.Constant) and node.value.value is True
+
+
+def _is_eos_token(node: ast.AST) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == "eos_token"
 
 
 def _is_labels(target: ast.AST) -> bool:

@@ -105,10 +105,27 @@ def _open(text: str) -> int:
 
 
 def _split(text: str) -> list[str]:
+    text = _uncommented(text)
     try:
-        return shlex.split(text, comments=True)
+        return shlex.split(text)
     except ValueError:  # unbalanced quotes: fall back to whitespace
-        return text.split("#", 1)[0].split()
+        return text.split()
+
+
+def _uncommented(text: str) -> str:
+    """``text`` up to its comment. As in bash, ``#`` opens a comment only at the start of a word and
+    outside quotes (shlex cuts at any ``#``): ms-swift's ``--dataset alpaca-gpt4-data-zh#500`` takes
+    500 samples, and every flag after it is still part of the command."""
+    quote, previous = "", " "
+    for i, char in enumerate(text):
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "\"'":
+            quote = char
+        elif char == "#" and previous.isspace():
+            return text[:i]
+        previous = char
+    return text
 
 
 class _Expander:

@@ -31,7 +31,8 @@ from .script import script_findings
 # Besides these (derived from several settings, or from code patterns), it publishes the facts the
 # knowledge reads from text: those with `keys:` / `text:` rules and those the error signatures set
 # (kb lint checks them). None is a measurement: any probe overrides them (probes.WRITTEN).
-PUBLISHES = ("data.labels.pad_not_ignored", "export.peft_state_dict_override", "export.zero3_gathers_on_save",
+PUBLISHES = ("data.collator_masks_pad", "data.eos.appended", "data.labels.pad_not_ignored",
+             "export.peft_state_dict_override", "export.zero3_gathers_on_save",
              "fp16overflow.mask_fill_large", "fp16overflow.params_loaded_fp16", "mask.additive_fill_unsafe",
              "model.dtype", "model.pad_is_eos", "pref.reward_direction_inverted", "tp.size", "train.framework",
              "train.parallelism", "train.pp_size", "train.precision", "train.zero_stage")

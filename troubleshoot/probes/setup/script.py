@@ -31,6 +31,10 @@ def script_findings(path: Path, found: dict[str, Hit], obs: Observations) -> dic
             obs.find("setup.pad_is_eos", "info", f"the pad token is the EOS token; a collator that masks padding "
                      f"then masks every EOS too, and the model never learns to stop: {p.quote}", where)
             fact("model.pad_is_eos", True)
+        elif p.id == "collator_masks_pad":
+            fact("data.collator_masks_pad", True)
+        elif p.id == "eos_appended":
+            fact("data.eos.appended", True)
         elif p.id == "labels_unmasked":
             obs.find("setup.labels_unmasked", "warning", "labels are a copy of input_ids and nothing in the script "
                      f"sets -100 (padding and prompt tokens are trained on): {p.quote}", where)
