@@ -1,7 +1,8 @@
 """Knowledge added from the k10sys survey of public threads (system-failure, eval-oom): a
 prediction run that loads a whole model on every GPU, an eval batch size picked automatically
 (lm-evaluation-harness `--batch_size auto`), eval images whose visual tokens are not capped, and
-the line Ray prints when its memory monitor kills a worker for host RAM.
+the line Ray prints when its memory monitor kills a worker for host RAM, and a report that an
+earlier commit or release of a library runs the same job.
 
 The words set their facts, near misses do not, the pasted line sets what its signature says, and
 short reports written for this test rank the cause in the top 3 of `llmfix ask --no-input --json`."""
@@ -28,6 +29,12 @@ FACT_CASES = [
     ("evaloom.images_uncapped", "测试集里有几张大图，一到这些样本就爆显存"),
     ("evaloom.images_uncapped", "验证集的图片分辨率很大"),
     ("evaloom.images_uncapped", "评估时没有设置 max_pixels，显存爆了"),
+    # an earlier release that runs the same job
+    ("dist.older_release_works", "when I build transformers from an earlier commit the same script works"),
+    ("dist.older_release_works", "the older version is fine, the new one crashes at the first step"),
+    ("dist.older_release_works", "it works fine with the previous release of trl"),
+    ("dist.older_release_works", "换成之前的版本就正常了"),
+    ("dist.older_release_works", "旧版本没有问题"),
 ]
 
 
@@ -48,6 +55,10 @@ NEAR_MISSES = [
     # "large" that is not about images, and images already small
     ("evaloom.images_uncapped", "the large language model runs out of memory during eval"),
     ("evaloom.images_uncapped", "all images are resized to 224x224 first"),
+    # "previous" and "since the last release" that are not about a library version
+    ("dist.older_release_works", "the previous step works fine, step 120 crashes"),
+    ("dist.older_release_works", "I have trained on this corpus since the last release of the dataset"),
+    ("dist.older_release_works", "版本是 4.45"),
 ]
 
 
@@ -84,6 +95,10 @@ REPORTS = [
     ("OpenRLHF PPO with colocated vLLM engines dies while loading: ray.exceptions.OutOfMemoryError: Task was killed "
      "due to the node running low on memory",
      "system-failure.host-memory"),
+    ("fine-tuning with the example script now crashes with a TypeError in the trainer; when I install the library "
+     "from an earlier commit the same script works",
+     "system-failure.framework-regression"),
+    ("训练脚本没改，新版本启动就报错，换成之前的版本就正常了", "system-failure.framework-regression"),
 ]
 
 
