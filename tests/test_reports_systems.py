@@ -72,3 +72,12 @@ def test_an_oom_on_consumer_cards_is_not_a_transport_failure():
 def test_growing_eval_memory_is_an_oom_partway_through(shipped_kb):
     for text in ("during the validation loop GPU memory keeps growing", "eval的时候显存会一直增加"):
         assert fact_value(shipped_kb, text, "evaloom.oom_moment") == "partway", text
+
+
+def test_a_model_that_fits_one_gpu_points_at_the_eval_batch_not_the_copies():
+    """Without a word about copies on every GPU, the new cause stays behind the usual suspects."""
+    top = ranked("Trainer.evaluate runs out of CUDA memory on the first eval batch; per_device_eval_batch_size is "
+                 "larger than the training batch")
+    assert top.index("eval-oom.eval-batch-too-large") < top.index("eval-oom.model-copy-per-gpu"), top[:5]
+
+
