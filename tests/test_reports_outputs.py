@@ -100,6 +100,14 @@ def test_a_traceback_through_a_conversion_script_is_noticed(shipped_kb, frame, s
     assert ("conversion_script_traceback" in ids) is seen, ids
 
 
+def test_a_conversion_that_ran_and_talks_nonsense_is_a_layout_not_the_wrong_converter():
+    """A converter meant for another format stops; one that ran and gives gibberish lays weights out wrongly."""
+    top = ranked("Converted my fine-tuned llama-2-13b with llama.cpp convert.py and quantised it to q4_0; both steps "
+                 "finish without errors but the gguf model only produces gibberish, while the HF model answers fine")
+    assert top[0] == "save-export.conversion-rope-permute", top[:3]
+    assert top.index("save-export.converter-format-mismatch") > 2, top[:5]
+
+
 def test_a_converter_mismatch_ranks_its_cause():
     report = ("Converting my Megatron checkpoint (trained with a fork of Megatron-DeepSpeed) to Hugging Face "
               "format fails:\n" + CONVERTER_TRACE)
