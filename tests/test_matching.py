@@ -48,7 +48,7 @@ def test_top1_and_top3(shipped_kb):
 
 def test_tokens_english_stems_and_chinese_bigrams():
     assert tokens("Loss becomes NaN, repeating") == ["loss", "becom", "nan", "repeat"]
-    assert tokens("模型输出重复") == ["模型", "型输", "输出", "出重", "重复"]
+    assert tokens("输出重复") == ["输出", "出重", "重复"]
     assert normalize("ＬＯＳＳ＝ＮａＮ") == "loss nan"
 
 
@@ -56,6 +56,41 @@ def test_a_chinese_glue_character_ends_a_word():
     """'很', '的', '了' join two words: a bigram across one ('存很', '很大') is nobody's word."""
     assert tokens("显存很大") == ["显存", "大"]
     assert tokens("loss变得很慢了") == ["loss", "变得", "慢"]
+
+
+def test_a_bigram_overlapping_a_generic_word_is_nobodys_word():
+    """'模型', '微调', '训练' are words of their own: the bigrams joining them to a neighbour ('型微',
+    '大模', '练时') are junk that a few aliases happen to share ('关于模型微调的一些问题' matched a
+    multimodal OOM alias through '型微')."""
+    assert tokens("模型输出重复") == ["模型", "输出", "出重", "重复"]
+    assert tokens("如何训练大模型") == ["训练", "模型"]
+    assert "型微" not in tokens("关于模型微调的一些问题")
+
+
+def test_a_value_of_exactly_zero_is_the_word_zero(shipped_kb):
+    """Numbers are no words, but zero-loss is told by one: 'loss 0', 'loss为0.0' say 'zero' (a
+    learning rate of 0.01, GPU 10 or v0 do not). 'loss is 0', an alias typed as such, was called
+    off-topic: its only word, 'loss', is in every loss symptom."""
+    assert "zero" in tokens("loss为0.0") and "zero" in tokens("loss is 0.")
+    assert "zero" not in tokens("lr 0.01 on gpu 10 with v0")
+    matcher = SymptomMatcher(shipped_kb)
+    for query in ("loss is 0", "training loss is 0"):
+        ranked = matcher.match_report(query)
+        assert ranked[0].id == "zero-loss" and matcher.verdict(query, ranked) == "match", query
+
+
+def test_that_something_failed_names_no_symptom(shipped_kb):
+    """'报错', 'failure', 'RuntimeError', '微调', 'config' are said of every symptom: a title that says
+    only that fine-tuning errored is off-topic; with what failed (NCCL, OOM) it is a match."""
+    matcher = SymptomMatcher(shipped_kb)
+
+    def verdict(query):
+        return matcher.verdict(query, matcher.match_report(query))
+
+    for vague in ("微调chatglm2报错", "Fine-tuning failure", "ChatGLM微调报错", "Axolotl training config"):
+        assert verdict(vague) == "off-topic", vague
+    for told in ("微调时NCCL超时报错", "Fine-tuning failure: CUDA out of memory"):
+        assert verdict(told) == "match", told
 
 
 def test_a_word_only_one_alias_uses_is_weak_evidence(shipped_kb):
@@ -76,9 +111,13 @@ def test_a_feature_request_is_off_topic(shipped_kb):
         return matcher.verdict(query, matcher.match_report(query))
 
     for request in ("[Feature] support for YaRN rope scaling", "Any plans to support sample packing?",
-                    "希望能支持一下RoPE外推", "Feature request: MoE aux loss\nthe router has no balance loss yet"):
+                    "希望能支持一下RoPE外推", "Feature request: MoE aux loss\nthe router has no balance loss yet",
+                    "[RFC]: forced expert load balancing for MoE", "Add z-loss to the MoE router",
+                    "Could you share the DPO training config?", "请问是否会支持qwen3.5的MoE微调",
+                    "Is there a plan to release the RLHF code?"):
         assert verdict(request) == "off-topic", request
     assert verdict("YaRN rope scaling gives garbled output beyond 8k") == "match"
+    assert verdict("MoE router collapse: all tokens go to one expert, add z-loss?") == "match"
 
 
 @pytest.mark.parametrize("query", ["loss went nan", "Loss went NaN!!", "los went nan"])

@@ -113,10 +113,17 @@ def tokens(text: str) -> list[str]:
         if "\u3400" <= tok[0] <= "\u9fff":
             for run in _CJK_GLUE.split(tok):  # a bigram across a glue character spans two words
                 grams = [run] if len(run) == 1 else [run[i:i + 2] for i in range(len(run) - 1)]
-                out.extend(g for g in grams if g and g not in CJK_STOP and g not in CJK_STOP_CHARS)
+                out.extend(g for i, g in enumerate(grams) if g and g not in CJK_STOP and g not in CJK_STOP_CHARS
+                           and not _straddles_generic(grams, i))
         elif tok not in STOPWORDS and len(tok) > 1:
             out.append(_stem(tok))
     return out
+
+
+def _straddles_generic(grams: list[str], i: int) -> bool:
+    """Bigram ``i`` overlaps a generic word beside it ('型微' in '模型微调', '大模' in '大模型'): a
+    generic word is a word of its own, so the bigram joins it to the next word and is nobody's word."""
+    return grams[i] not in GENERIC and any(0 <= j < len(grams) and grams[j] in GENERIC for j in (i - 1, i + 1))
 
 
 @dataclass
