@@ -48,7 +48,7 @@ def test_top1_and_top3(shipped_kb):
 
 def test_tokens_english_stems_and_chinese_bigrams():
     assert tokens("Loss becomes NaN, repeating") == ["loss", "becom", "nan", "repeat"]
-    assert tokens("输出重复") == ["输出", "出重", "重复"]
+    assert tokens("模型输出重复") == ["模型", "型输", "输出", "出重", "重复"]
     assert normalize("ＬＯＳＳ＝ＮａＮ") == "loss nan"
 
 
@@ -56,15 +56,6 @@ def test_a_chinese_glue_character_ends_a_word():
     """'很', '的', '了' join two words: a bigram across one ('存很', '很大') is nobody's word."""
     assert tokens("显存很大") == ["显存", "大"]
     assert tokens("loss变得很慢了") == ["loss", "变得", "慢"]
-
-
-def test_a_bigram_overlapping_a_generic_word_is_nobodys_word():
-    """'模型', '微调', '训练' are words of their own: the bigrams joining them to a neighbour ('型微',
-    '大模', '练时') are junk that a few aliases happen to share ('关于模型微调的一些问题' matched a
-    multimodal OOM alias through '型微')."""
-    assert tokens("模型输出重复") == ["模型", "输出", "出重", "重复"]
-    assert tokens("如何训练大模型") == ["训练", "模型"]
-    assert "型微" not in tokens("关于模型微调的一些问题")
 
 
 def test_a_value_of_exactly_zero_is_the_word_zero(shipped_kb):
@@ -80,7 +71,7 @@ def test_a_value_of_exactly_zero_is_the_word_zero(shipped_kb):
 
 
 def test_that_something_failed_names_no_symptom(shipped_kb):
-    """'报错', 'failure', 'RuntimeError', '微调', 'config' are said of every symptom: a title that says
+    """'报错', 'failure', 'RuntimeError', 'config' are said of every symptom: a title that says
     only that fine-tuning errored is off-topic; with what failed (NCCL, OOM) it is a match."""
     matcher = SymptomMatcher(shipped_kb)
 

@@ -53,14 +53,14 @@ after about into out up down over again any some all only same there here which 
 how fix fixing solve issue problem help please bug question anyone got use using try tried via
 like feel feels seem seems weird much really strange normal expected possible cause reason""".split())
 # Words every training report uses: they count a fifth as much as a distinctive word. That
-# something failed ("报错", "error", "RuntimeError") or which method and settings were used ("微调",
-# "lora", "config") is said of every symptom alike: on its own it names none.
+# something failed ("报错", "error", "RuntimeError") or that settings and code were involved
+# ("config", "参数", "脚本") is said of every symptom alike: on its own it names none.
 GENERIC = frozenset("""
 train training trained model models step steps epoch epochs iteration fine tune tuning finetune
 finetuning pretrain pretraining run running llama qwen gpt bert deepspeed megatron trainer huggingface
 sft config setting param code script error fail failed failur failure
-runtimeerror valueerror keyerror typeerror attributeerror importerror indexerror assertionerror
-训练 练过 过程 程中 模型 时候 预训 的时 中的 进行 使用 微调 精调 全参 全量 参数 设置 配置 代码 脚本
+runtimeerror valueerror typeerror attributeerror importerror indexerror assertionerror
+训练 练过 过程 程中 模型 时候 预训 的时 中的 进行 使用 参数 设置 配置 代码 脚本
 报错 错误 出错 失败
 """.split())
 GENERIC_WEIGHT = 0.2
@@ -113,17 +113,10 @@ def tokens(text: str) -> list[str]:
         if "\u3400" <= tok[0] <= "\u9fff":
             for run in _CJK_GLUE.split(tok):  # a bigram across a glue character spans two words
                 grams = [run] if len(run) == 1 else [run[i:i + 2] for i in range(len(run) - 1)]
-                out.extend(g for i, g in enumerate(grams) if g and g not in CJK_STOP and g not in CJK_STOP_CHARS
-                           and not _straddles_generic(grams, i))
+                out.extend(g for g in grams if g and g not in CJK_STOP and g not in CJK_STOP_CHARS)
         elif tok not in STOPWORDS and len(tok) > 1:
             out.append(_stem(tok))
     return out
-
-
-def _straddles_generic(grams: list[str], i: int) -> bool:
-    """Bigram ``i`` overlaps a generic word beside it ('型微' in '模型微调', '大模' in '大模型'): a
-    generic word is a word of its own, so the bigram joins it to the next word and is nobody's word."""
-    return grams[i] not in GENERIC and any(0 <= j < len(grams) and grams[j] in GENERIC for j in (i - 1, i + 1))
 
 
 @dataclass

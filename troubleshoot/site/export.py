@@ -111,7 +111,6 @@ def search_index(kb: KnowledgeBase, urls: dict[str, str]) -> dict:
         "stopwords": sorted(matcher.STOPWORDS),
         "cjk_stopwords": sorted(set(matcher.CJK_STOP) | set(matcher.CJK_STOP_CHARS)),
         "cjk_glue": matcher.CJK_GLUE,
-        "generic": sorted(matcher.GENERIC),
         "vocab": m.vocab,
         "idf": [m.idf[t] for t in m.vocab],
         "prose": prose_rules(),

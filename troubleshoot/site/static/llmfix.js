@@ -38,17 +38,10 @@
 
   function isCJK(ch) { return ch >= "\u3400" && ch <= "\u9fff"; }
 
-  // matcher._straddles_generic: a bigram overlapping a generic word beside it is nobody's word
-  function straddlesGeneric(grams, i, generic) {
-    if (generic.has(grams[i])) return false;
-    return (i > 0 && generic.has(grams[i - 1])) || (i + 1 < grams.length && generic.has(grams[i + 1]));
-  }
-
-  function tokens(text, stopwords, cjkStop, glue, generic) {
+  function tokens(text, stopwords, cjkStop, glue) {
     var out = [], found = normalize(String(text).replace(ZERO, " zero ")).match(WORD) || [];
     cjkStop = cjkStop || new Set();
     glue = glue || "";
-    generic = generic || new Set();
     found.forEach(function (tok) {
       if (isCJK(tok[0])) {
         // a glue character ends a word: no bigram across it (matcher.CJK_GLUE)
@@ -61,9 +54,7 @@
           var grams = [];
           if (r.length === 1) grams.push(r);
           else for (var i = 0; i < r.length - 1; i++) grams.push(r.slice(i, i + 2));
-          grams.forEach(function (g, i) {
-            if (g && !cjkStop.has(g) && !straddlesGeneric(grams, i, generic)) out.push(g);
-          });
+          grams.forEach(function (g) { if (g && !cjkStop.has(g)) out.push(g); });
         });
       } else if (!stopwords.has(tok) && tok.length > 1) {
         out.push(stem(tok));
@@ -260,7 +251,6 @@
     this.stop = new Set(index.stopwords);
     this.cjkStop = new Set(index.cjk_stopwords || []);
     this.glue = index.cjk_glue || "";
-    this.generic = new Set(index.generic || []);
     this.vocab = index.vocab;
     this.idf = new Map();
     for (var i = 0; i < index.vocab.length; i++) this.idf.set(index.vocab[i], index.idf[i]);
@@ -292,7 +282,7 @@
     return ranked;
   };
 
-  Matcher.prototype.tokens = function (text) { return tokens(text, this.stop, this.cjkStop, this.glue, this.generic); };
+  Matcher.prototype.tokens = function (text) { return tokens(text, this.stop, this.cjkStop, this.glue); };
 
   Matcher.prototype.known = function (queryTokens) {   // typos snap to the nearest known word
     var known = [], seen = new Set(), self = this;
