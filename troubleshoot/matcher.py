@@ -58,7 +58,7 @@ like feel feels seem seems weird much really strange normal expected possible ca
 GENERIC = frozenset("""
 train training trained model models step steps epoch epochs iteration fine tune tuning finetune
 finetuning pretrain pretraining run running llama qwen gpt bert deepspeed megatron trainer huggingface
-sft config setting param code script error fail failed failur failure
+config setting param code script error failur failure
 runtimeerror valueerror typeerror attributeerror importerror indexerror assertionerror
 训练 练过 过程 程中 模型 时候 预训 的时 中的 进行 使用 参数 设置 配置 代码 脚本
 报错 错误 出错 失败
