@@ -78,7 +78,8 @@ _REQUEST = re.compile(r"\[feature|feature request|\bany plans?\b|\bplans? to sup
                       r"|能不能支持|新增功能|功能请求|feature\s*:"
                       r"|^\W{0,8}(?:\[rfc|rfc\b|(?:add|support|implement|document|improve|enable|introduce)\s)"
                       r"|\bis there (?:a|any) plan|\bplan(?:s|ned)? to (?:release|add|open)"
-                      r"|\b(?:could|can|would|will) you (?:please )?(?:share|release|provide|open.?source|upload|publish)\b"
+                      r"|\b(?:could|can|would|will) you (?:please )?"
+                      r"(?:share|release|provide|open.?source|upload|publish)\b"
                       r"|\b(?:configs?|scripts?|code|recipes?|docs?|documentation|tutorials?|checkpoints?|weights) "
                       r"(?:available|released)\b|\bavailable\s*\?"
                       r"|会支持|支持[^，。,.!！]{0,20}[吗么]|(?:提供|开源|发布|分享)[^，。,.!！]{0,12}(?:代码|脚本|配置|权重|文档)"
@@ -207,7 +208,8 @@ class SymptomMatcher:
             return "off-topic"
         exact = [w for w in dict.fromkeys(tokens(prose(query))) if w in self.idf]
         anchor = ANCHOR_SHARE * math.log(1 + len(self.entries))
-        anchored = max((self.idf[w] for w in exact), default=0) >= anchor or bool(matches and self._whole_alias(query, matches[0]))
+        anchored = (max((self.idf[w] for w in exact), default=0) >= anchor
+                    or bool(matches and self._whole_alias(query, matches[0])))
         if not matches or matches[0].score < MIN_SCORE or not anchored:
             return "off-topic"
         if matches[0].score < WEAK_MATCH or self._mostly_unknown(language(query)):
