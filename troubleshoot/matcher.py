@@ -52,16 +52,19 @@ do does did doing have has had get gets got getting can could should would will 
 after about into out up down over again any some all only same there here which who still even
 how fix fixing solve issue problem help please bug question anyone got use using try tried via
 like feel feels seem seems weird much really strange normal expected possible cause reason""".split())
-# Words every training report uses: they count a fifth as much as a distinctive word. That
-# something failed ("报错", "error", "RuntimeError") or that settings and code were involved
-# ("config", "参数", "脚本") is said of every symptom alike: on its own it names none.
+# Words every training report uses: they count a fifth as much as a distinctive word.
 GENERIC = frozenset("""
 train training trained model models step steps epoch epochs iteration fine tune tuning finetune
 finetuning pretrain pretraining run running llama qwen gpt bert deepspeed megatron trainer huggingface
+训练 练过 过程 程中 模型 时候 预训 的时 中的 进行 使用
+""".split())
+# That something failed ("报错", "error", "RuntimeError") or that settings and code were involved
+# ("config", "参数", "脚本") is said of every symptom alike: on its own it names none, so these count
+# as little as the generic words when a symptom is matched (cause evidence still reads them).
+VAGUE = frozenset("""
 config setting param code script error failur failure
 runtimeerror valueerror typeerror attributeerror importerror indexerror assertionerror
-训练 练过 过程 程中 模型 时候 预训 的时 中的 进行 使用 参数 设置 配置 代码 脚本
-报错 错误 出错 失败
+参数 设置 配置 代码 脚本 报错 错误 出错 失败
 """.split())
 GENERIC_WEIGHT = 0.2
 # Chinese filler bigrams ("how to solve", "problem", "appears") that say nothing about the symptom.
@@ -106,11 +109,9 @@ def _stem(word: str) -> str:
 
 
 def tokens(text: str) -> list[str]:
-    """English stems and Chinese character bigrams (a lone character stays a unigram). A value of
-    exactly zero ("loss 0", "loss为0.0") is the word 'zero': zero-loss is told by that number, while
-    other numbers (steps, sizes, rates) are no words."""
+    """English stems and Chinese character bigrams (a lone character stays a unigram)."""
     out = []
-    for tok in _TOKEN.findall(normalize(_ZERO.sub(" zero ", text))):
+    for tok in _TOKEN.findall(normalize(text)):
         if "\u3400" <= tok[0] <= "\u9fff":
             for run in _CJK_GLUE.split(tok):  # a bigram across a glue character spans two words
                 grams = [run] if len(run) == 1 else [run[i:i + 2] for i in range(len(run) - 1)]
@@ -118,6 +119,14 @@ def tokens(text: str) -> list[str]:
         elif tok not in STOPWORDS and len(tok) > 1:
             out.append(_stem(tok))
     return out
+
+
+def match_tokens(text: str) -> list[str]:
+    """``tokens`` as the symptom matcher reads them: a value of exactly zero ("loss 0", "loss为0.0")
+    is the word 'zero', since zero-loss is told by that number while other numbers (steps, sizes,
+    rates) are no words. Cause evidence (evidence/lexical.py) keeps plain ``tokens``: there a 0 is
+    as often a count ('trainable params: 0') as a loss."""
+    return tokens(_ZERO.sub(" zero ", text))
 
 
 @dataclass
@@ -181,7 +190,7 @@ class SymptomMatcher:
         """Every symptom scored against ``query`` as written (the site's search box mirrors this)."""
         query = bounded(query)
         norm = normalize(query)
-        known = self._known(tokens(query))
+        known = self._known(match_tokens(query))
         total = min(sum(self.idf[t] for t in known), self.word_mass_cap) or 1.0
         results = []
         for entry in self.entries:
@@ -206,7 +215,7 @@ class SymptomMatcher:
         query = bounded(query)
         if _REQUEST.search(first_line(query)):
             return "off-topic"
-        exact = [w for w in dict.fromkeys(tokens(prose(query))) if w in self.idf]
+        exact = [w for w in dict.fromkeys(match_tokens(prose(query))) if w in self.idf]
         anchor = ANCHOR_SHARE * math.log(1 + len(self.entries))
         anchored = (max((self.idf[w] for w in exact), default=0) >= anchor
                     or bool(matches and self._whole_alias(query, matches[0])))
@@ -229,7 +238,7 @@ class SymptomMatcher:
         """Fewer than MIN_KNOWN_SHARE of two or more English words are known words, and English is
         the report's language (the English names in a Chinese report are no measure of it). A
         long report that uses ENOUGH_KNOWN_WORDS known words is not weak for its other words."""
-        words = list(dict.fromkeys(tokens(words_text)))
+        words = list(dict.fromkeys(match_tokens(words_text)))
         latin = [w for w in words if w.isascii()]
         if len(latin) < 2 or len(latin) < len(words) - len(latin):
             return False
@@ -287,11 +296,11 @@ def build_index(kb: KnowledgeBase) -> dict:
         aliases = s.all_aliases() + [s.id.replace("-", " ")]
         words: dict[str, float] = {}
         for cause in s.causes:
-            for tok in tokens(cause.title):
+            for tok in match_tokens(cause.title):
                 words.setdefault(tok, CAUSE_TEXT_WEIGHT)
         counts: dict[str, int] = {}
         for alias in aliases:
-            for tok in set(tokens(alias)):
+            for tok in set(match_tokens(alias)):
                 counts[tok] = counts.get(tok, 0) + 1
         for tok, count in counts.items():
             # A word in many of this symptom's aliases is more typical of it than one in a few; a
@@ -305,7 +314,8 @@ def build_index(kb: KnowledgeBase) -> dict:
         for tok in entry["words"]:
             df[tok] = df.get(tok, 0) + 1
     n = max(len(entries), 1)
-    idf = {tok: math.log(1 + n / count) * (GENERIC_WEIGHT if tok in GENERIC else 1.0) for tok, count in df.items()}
+    idf = {tok: math.log(1 + n / count) * (GENERIC_WEIGHT if tok in GENERIC or tok in VAGUE else 1.0)
+           for tok, count in df.items()}
     return {"entries": entries, "idf": idf}
 
 
