@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from troubleshoot.matcher import SymptomMatcher, normalize, tokens
+from troubleshoot.matcher import SymptomMatcher, match_tokens, normalize, tokens
 from troubleshoot.prose import prose
 
 FIXTURES = Path(__file__).resolve().parent / "paraphrases"
@@ -58,6 +58,32 @@ def test_a_chinese_glue_character_ends_a_word():
     assert tokens("loss变得很慢了") == ["loss", "变得", "慢"]
 
 
+def test_a_value_of_exactly_zero_is_the_word_zero(shipped_kb):
+    """Numbers are no words, but zero-loss is told by one: 'loss 0', 'loss为0.0' say 'zero' (a
+    learning rate of 0.01, GPU 10 or v0 do not). 'loss is 0', an alias typed as such, was called
+    off-topic: its only word, 'loss', is in every loss symptom."""
+    assert "zero" in match_tokens("loss为0.0") and "zero" in match_tokens("loss is 0.")
+    assert "zero" not in match_tokens("lr 0.01 on gpu 10 with v0")
+    matcher = SymptomMatcher(shipped_kb)
+    for query in ("loss is 0", "training loss is 0"):
+        ranked = matcher.match_report(query)
+        assert ranked[0].id == "zero-loss" and matcher.verdict(query, ranked) == "match", query
+
+
+def test_that_something_failed_names_no_symptom(shipped_kb):
+    """'报错', 'failure', 'RuntimeError', 'config' are said of every symptom: a title that says
+    only that fine-tuning errored is off-topic; with what failed (NCCL, OOM) it is a match."""
+    matcher = SymptomMatcher(shipped_kb)
+
+    def verdict(query):
+        return matcher.verdict(query, matcher.match_report(query))
+
+    for vague in ("微调chatglm2报错", "Fine-tuning failure", "ChatGLM微调报错", "Axolotl training config"):
+        assert verdict(vague) == "off-topic", vague
+    for told in ("微调时NCCL超时报错", "Fine-tuning failure: CUDA out of memory"):
+        assert verdict(told) == "match", told
+
+
 def test_a_word_only_one_alias_uses_is_weak_evidence(shipped_kb):
     """'oom' is in every eval-oom alias and in a few system-failure ones; 'deepspeed' and 'fine-tuning'
     in many. A training OOM said without any eval word is a system failure, not an eval OOM: words
@@ -76,9 +102,13 @@ def test_a_feature_request_is_off_topic(shipped_kb):
         return matcher.verdict(query, matcher.match_report(query))
 
     for request in ("[Feature] support for YaRN rope scaling", "Any plans to support sample packing?",
-                    "希望能支持一下RoPE外推", "Feature request: MoE aux loss\nthe router has no balance loss yet"):
+                    "希望能支持一下RoPE外推", "Feature request: MoE aux loss\nthe router has no balance loss yet",
+                    "[RFC]: forced expert load balancing for MoE", "Add z-loss to the MoE router",
+                    "Could you share the DPO training config?", "请问是否会支持qwen3.5的MoE微调",
+                    "Is there a plan to release the RLHF code?"):
         assert verdict(request) == "off-topic", request
     assert verdict("YaRN rope scaling gives garbled output beyond 8k") == "match"
+    assert verdict("MoE router collapse: all tokens go to one expert, add z-loss?") == "match"
 
 
 @pytest.mark.parametrize("query", ["loss went nan", "Loss went NaN!!", "los went nan"])

@@ -42,6 +42,7 @@ ONE_ALIAS_WEIGHT = 0.45   # a word only one of a symptom's aliases uses is as of
 REPORT_WORDS = 8          # the word signal is a share of at most this many distinctive words' idf
 HEADLINE_WEIGHT = 0.4     # a confident first line's share of a report's scores (tune half: 0.3-0.5 alike)
 HEADLINE_CHARS = 200      # a longer first line is prose or a paste, not a title
+WHOLE_ALIAS_CHARS = 6     # a shorter alias ('oom', 'nan') standing in a text is a word, not a phrase
 HEADLINE_MIN = 0.45       # a confident headline ("Traceback (most recent call last):" scores 0.38)
 
 STOPWORDS = frozenset("""
@@ -57,6 +58,14 @@ train training trained model models step steps epoch epochs iteration fine tune 
 finetuning pretrain pretraining run running llama qwen gpt bert deepspeed megatron trainer huggingface
 训练 练过 过程 程中 模型 时候 预训 的时 中的 进行 使用
 """.split())
+# That something failed ("报错", "error", "RuntimeError") or that settings and code were involved
+# ("config", "参数", "脚本") is said of every symptom alike: on its own it names none, so these count
+# as little as the generic words when a symptom is matched (cause evidence still reads them).
+VAGUE = frozenset("""
+config setting param code script error failur failure
+runtimeerror valueerror typeerror attributeerror importerror indexerror assertionerror
+参数 设置 配置 代码 脚本 报错 错误 出错 失败
+""".split())
 GENERIC_WEIGHT = 0.2
 # Chinese filler bigrams ("how to solve", "problem", "appears") that say nothing about the symptom.
 CJK_STOP = frozenset("怎么 么解 解决 问题 出现 现了 为什 什么 如何 一直 时候 "
@@ -64,13 +73,25 @@ CJK_STOP = frozenset("怎么 么解 解决 问题 出现 现了 为什 什么 �
 # Function characters that say nothing when they stand alone between other words.
 CJK_STOP_CHARS = frozenset("的在了是和与也就都很我你他她它这那吗呢吧啊个一会时后被把让给从对到有要说么着而及或但")
 
-# A first line that asks for a feature is a request, not a report of something going wrong.
+# A first line that asks for a feature, a release or a document is a request, not a report of
+# something going wrong: "[Feature]", "[RFC]", "Add/Support/Document X" (a pull request's title),
+# "could you share the config", "is there a plan", "是否会支持", "有没有训练脚本".
 _REQUEST = re.compile(r"\[feature|feature request|\bany plans?\b|\bplans? to support|\bplease support|\badd support"
                       r"|\bsupport for\b|\bwould be (?:nice|great)|支持一下|可以支持|能否支持|是否支持|希望支持|希望能"
-                      r"|能不能支持|新增功能|功能请求|feature\s*:", re.IGNORECASE)
+                      r"|能不能支持|新增功能|功能请求|feature\s*:"
+                      r"|^\W{0,8}(?:\[rfc|rfc\b|(?:add|support|implement|document|improve|enable|introduce)\s)"
+                      r"|\bis there (?:a|any) plan|\bplan(?:s|ned)? to (?:release|add|open)"
+                      r"|\b(?:could|can|would|will) you (?:please )?"
+                      r"(?:share|release|provide|open.?source|upload|publish)\b"
+                      r"|\b(?:configs?|scripts?|code|recipes?|docs?|documentation|tutorials?|checkpoints?|weights) "
+                      r"(?:available|released)\b|\bavailable\s*\?"
+                      r"|会支持|支持[^，。,.!！]{0,20}[吗么]|(?:提供|开源|发布|分享)[^，。,.!！]{0,12}(?:代码|脚本|配置|权重|文档)"
+                      r"|(?:微调|训练)(?:的)?(?:文档|教程|脚本)", re.IGNORECASE)
 # Characters that glue words together ("显存很大", "训练的时候"): no bigram is made across one.
 CJK_GLUE = "的了是吗呢吧啊把被着很都就也在和"
 _CJK_GLUE = re.compile(f"[{CJK_GLUE}]")
+# 0, 0.0, 0.0000 standing alone (not 10, 0.01, v0, cuda0)
+_ZERO = re.compile(r"(?<![0-9A-Za-z.])0(?:\.0+)?(?!\.?[0-9A-Za-z])")
 # a digit run is tried from its start only: "9" * 100_000 was retried from every digit (quadratic)
 _TOKEN = re.compile(r"[a-z][a-z0-9]*|(?<![0-9])[0-9]+[a-z][a-z0-9]*|[\u3400-\u9fff]+")
 
@@ -98,6 +119,14 @@ def tokens(text: str) -> list[str]:
         elif tok not in STOPWORDS and len(tok) > 1:
             out.append(_stem(tok))
     return out
+
+
+def match_tokens(text: str) -> list[str]:
+    """``tokens`` as the symptom matcher reads them: a value of exactly zero ("loss 0", "loss为0.0")
+    is the word 'zero', since zero-loss is told by that number while other numbers (steps, sizes,
+    rates) are no words. Cause evidence (evidence/lexical.py) keeps plain ``tokens``: there a 0 is
+    as often a count ('trainable params: 0') as a loss."""
+    return tokens(_ZERO.sub(" zero ", text))
 
 
 @dataclass
@@ -161,7 +190,7 @@ class SymptomMatcher:
         """Every symptom scored against ``query`` as written (the site's search box mirrors this)."""
         query = bounded(query)
         norm = normalize(query)
-        known = self._known(tokens(query))
+        known = self._known(match_tokens(query))
         total = min(sum(self.idf[t] for t in known), self.word_mass_cap) or 1.0
         results = []
         for entry in self.entries:
@@ -178,28 +207,38 @@ class SymptomMatcher:
         Off-topic: the first line asks for a feature ("[Feature]", "any plans", "可以支持"), the
         best score is under MIN_SCORE, or no word of the query is itself a
         distinctive known word (typo snapping turns 'bread' into 'read'; this does not count) and
-        no alias stands whole in it (an alias such as 'loss 0 from step 1' is distinctive through
-        its numbers, which are not words).
+        no alias of the best symptom stands whole in it (an alias such as 'loss is 0' is distinctive
+        through its numbers, which are not words).
         Weak: the best score is under WEAK_MATCH, or most of the English words the writer wrote
         (not code, identifiers or template text: ``prose.language``) are unknown, in a report
         written mainly in English."""
         query = bounded(query)
         if _REQUEST.search(first_line(query)):
             return "off-topic"
-        exact = [w for w in dict.fromkeys(tokens(prose(query))) if w in self.idf]
+        exact = [w for w in dict.fromkeys(match_tokens(prose(query))) if w in self.idf]
         anchor = ANCHOR_SHARE * math.log(1 + len(self.entries))
-        anchored = max((self.idf[w] for w in exact), default=0) >= anchor or bool(matches and matches[0].phrase >= 1)
+        anchored = (max((self.idf[w] for w in exact), default=0) >= anchor
+                    or bool(matches and self._whole_alias(query, matches[0])))
         if not matches or matches[0].score < MIN_SCORE or not anchored:
             return "off-topic"
         if matches[0].score < WEAK_MATCH or self._mostly_unknown(language(query)):
             return "weak"
         return "match"
 
+    def _whole_alias(self, query: str, best: Match) -> bool:
+        """One of ``best``'s aliases of WHOLE_ALIAS_CHARS or more stands word for word in ``query``
+        ('loss is 0' typed as such, or inside 'training loss is 0')."""
+        if best.phrase >= 1:
+            return True
+        padded = f" {normalize(query)} "
+        entry = next(e for e in self.entries if e.id == best.id)
+        return any(len(a) >= WHOLE_ALIAS_CHARS and f" {a} " in padded for a in entry.phrases)
+
     def _mostly_unknown(self, words_text: str) -> bool:
         """Fewer than MIN_KNOWN_SHARE of two or more English words are known words, and English is
         the report's language (the English names in a Chinese report are no measure of it). A
         long report that uses ENOUGH_KNOWN_WORDS known words is not weak for its other words."""
-        words = list(dict.fromkeys(tokens(words_text)))
+        words = list(dict.fromkeys(match_tokens(words_text)))
         latin = [w for w in words if w.isascii()]
         if len(latin) < 2 or len(latin) < len(words) - len(latin):
             return False
@@ -257,11 +296,11 @@ def build_index(kb: KnowledgeBase) -> dict:
         aliases = s.all_aliases() + [s.id.replace("-", " ")]
         words: dict[str, float] = {}
         for cause in s.causes:
-            for tok in tokens(cause.title):
+            for tok in match_tokens(cause.title):
                 words.setdefault(tok, CAUSE_TEXT_WEIGHT)
         counts: dict[str, int] = {}
         for alias in aliases:
-            for tok in set(tokens(alias)):
+            for tok in set(match_tokens(alias)):
                 counts[tok] = counts.get(tok, 0) + 1
         for tok, count in counts.items():
             # A word in many of this symptom's aliases is more typical of it than one in a few; a
@@ -275,7 +314,8 @@ def build_index(kb: KnowledgeBase) -> dict:
         for tok in entry["words"]:
             df[tok] = df.get(tok, 0) + 1
     n = max(len(entries), 1)
-    idf = {tok: math.log(1 + n / count) * (GENERIC_WEIGHT if tok in GENERIC else 1.0) for tok, count in df.items()}
+    idf = {tok: math.log(1 + n / count) * (GENERIC_WEIGHT if tok in GENERIC or tok in VAGUE else 1.0)
+           for tok, count in df.items()}
     return {"entries": entries, "idf": idf}
 
 

@@ -18,6 +18,7 @@
 
   // ------------------------------------------------------------------ matcher.py: text
   var WORD = /[a-z][a-z0-9]*|[0-9]+[a-z][a-z0-9]*|[\u3400-\u9fff]+/g;
+  var ZERO = /(?<![0-9A-Za-z.])0(?:\.0+)?(?!\.?[0-9A-Za-z])/g;   // matcher._ZERO: "loss 0" says 'zero'
 
   function normalize(text) {
     return String(text).normalize("NFKC").toLowerCase()
@@ -38,7 +39,7 @@
   function isCJK(ch) { return ch >= "\u3400" && ch <= "\u9fff"; }
 
   function tokens(text, stopwords, cjkStop, glue) {
-    var out = [], found = normalize(text).match(WORD) || [];
+    var out = [], found = normalize(String(text).replace(ZERO, " zero ")).match(WORD) || [];
     cjkStop = cjkStop || new Set();
     glue = glue || "";
     found.forEach(function (tok) {
