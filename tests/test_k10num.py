@@ -48,7 +48,7 @@ def test_other_wording_is_not_amp(kb, text):
 @pytest.mark.parametrize("text", [
     "Training a Swin vision transformer from scratch with torch.cuda.amp autocast and GradScaler: "
     "the loss is fine for 120 epochs, then becomes nan and stays nan.",
-    "用 AMP 混合精度训练自己改的 Mamba 分割网络，训练到中途 loss 突然变成 nan，学习率已经调小了也没用",
+    "用 AMP 混合精度训练自己改的 Mamba 分割网络，训练到第80个epoch时 loss 突然变成 nan",
 ])
 def test_an_amp_nan_report_ranks_the_overflow_in_the_top_3(text):
     # listed under nan-loss or, when the report fits fp16-overflow better, as its twin there
@@ -78,30 +78,3 @@ def test_zero_loss_from_fp16_on_a_bf16_model_is_one_fault_with_its_other_views(k
     group = twins(kb)["zero-loss.fp16-kernel-overflow"]
     assert {"fp16-overflow.bf16-weights-in-fp16", "nan-loss.fp16-on-bf16-model"} <= group
 
-
-# --- nanloss.lower_lr_fixes, the negative: a smaller learning rate did not help --------------------
-
-@pytest.mark.parametrize("text", [
-    "I tried lowering the learning rate but it didn't help, the loss is still nan",
-    "reduced the lr to 1e-6 and still get nan after 300 steps",
-    "no matter what lr I use the loss becomes nan",
-    "学习率已经调小了也没用，loss还是nan",
-    "调小学习率还是nan",
-])
-def test_a_lower_lr_that_did_not_help_is_read(kb, text):
-    assert fact_value(kb, text, "nanloss.lower_lr_fixes") is False
-
-
-@pytest.mark.parametrize("text", [
-    "lowering the learning rate to 1e-5 fixed it",
-    "调小学习率后就正常了",
-    "I will try a lower lr tomorrow",
-    "the learning rate is 2e-5 with cosine decay",
-])
-def test_other_lr_talk_is_not_a_failed_lower_lr(kb, text):
-    assert fact_value(kb, text, "nanloss.lower_lr_fixes") is not False
-
-
-def test_a_lower_lr_that_did_not_help_pushes_the_lr_cause_down():
-    text = "Fine-tuning a ViT in fp16: loss becomes nan after 50 epochs; lowering the learning rate did not help."
-    assert ranked(text)[0] != "nan-loss.lr-too-high"
