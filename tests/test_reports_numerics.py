@@ -5,8 +5,9 @@ these tests in the words public reports use."""
 from __future__ import annotations
 
 import pytest
-from asking import entry, ranked
+from asking import causes, entry, ranked
 
+from troubleshoot.engine import twins
 from troubleshoot.evidence import extract
 
 VERL = """python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo \\
@@ -53,6 +54,23 @@ def test_a_nan_that_the_cudnn_backend_causes_ranks_the_attention_kernel_first():
     assert causes[0] == "nan-loss.attention-kernel"
 
 
+@pytest.mark.parametrize("text", [
+    "Training a Swin vision transformer from scratch with torch.cuda.amp autocast and GradScaler: "
+    "the loss is fine for 120 epochs, then becomes nan and stays nan.",
+    "用 AMP 混合精度训练自己改的 Mamba 分割网络，训练到第80个epoch时 loss 突然变成 nan",
+])
+def test_an_amp_nan_report_ranks_the_overflow_in_the_top_3(text):
+    # listed under nan-loss or, when the report fits fp16-overflow better, as its twin there
+    top = causes(text)[:3]
+    assert any("nan-loss.amp-fp16-overflow" in (c["id"], *c["same_fault"]) for c in top)
+
+
+def test_a_bf16_released_llm_points_to_its_own_cause_first():
+    text = "Fine-tuning Qwen2-7B with --fp16 on V100: loss becomes nan after 300 steps."
+    ids = ranked(text)
+    assert ids.index("nan-loss.fp16-on-bf16-model") < ids.index("nan-loss.amp-fp16-overflow")
+
+
 # --- fp16-overflow ----------------------------------------------------------------------------
 
 
@@ -66,6 +84,10 @@ def test_occasional_skips_on_a_bf16_model_rank_the_harmless_cause_top_three():
     causes = ranked("Qwen2 fine-tune with fp16: OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536, "
                     "reducing to 32768 shows up intermittently; the loss keeps going down")
     assert "fp16-overflow.scale-search-skips" in causes[:3]
+
+
+def test_the_overflow_is_one_fault_with_its_fp16_view(shipped_kb):
+    assert "fp16-overflow.activation-overflow" in twins(shipped_kb)["nan-loss.amp-fp16-overflow"]
 
 
 # --- zero-loss --------------------------------------------------------------------------------
@@ -104,6 +126,11 @@ def test_the_chinese_report_ranks_it_top_three():
 def test_a_zero_grpo_loss_with_a_live_gradient_stays_by_design():
     causes = ranked("GRPO training: loss is 0.0 at the start, grad_norm around 0.3, reward slowly rising")
     assert causes[0] == "zero-loss.rl-loss-by-design"
+
+
+def test_zero_loss_from_fp16_on_a_bf16_model_is_one_fault_with_its_other_views(shipped_kb):
+    group = twins(shipped_kb)["zero-loss.fp16-kernel-overflow"]
+    assert {"fp16-overflow.bf16-weights-in-fp16", "nan-loss.fp16-on-bf16-model"} <= group
 
 
 # --- loss-spike -------------------------------------------------------------------------------
