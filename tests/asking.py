@@ -17,11 +17,16 @@ def fact_value(kb, text: str, name: str):
     return hit.value if hit else None
 
 
-def causes(text: str, *args: str) -> list[dict]:
-    """The JSON causes of the report, best first (the 20 best unless ``args`` say otherwise)."""
+def answer(text: str, *args: str) -> dict:
+    """The whole JSON answer to the report (the 20 best causes unless ``args`` say otherwise)."""
     result = CliRunner().invoke(main, ["ask", text, "--no-input", "--json", "--top", "20", *args])
     assert result.exit_code in (0, 1), result.output
-    return json.loads(result.stdout)["causes"]
+    return json.loads(result.stdout)
+
+
+def causes(text: str, *args: str) -> list[dict]:
+    """The JSON causes of the report, best first."""
+    return answer(text, *args)["causes"]
 
 
 def ranked(text: str, *args: str) -> list[str]:

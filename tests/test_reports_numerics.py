@@ -5,7 +5,7 @@ these tests in the words public reports use."""
 from __future__ import annotations
 
 import pytest
-from asking import causes, entry, ranked
+from asking import answer, causes, entry, ranked
 
 from troubleshoot.engine import twins
 from troubleshoot.evidence import extract
@@ -172,3 +172,13 @@ def test_a_full_finetune_from_scratch_does_not_blame_an_adapter():
     top = ranked("pretraining a 1B model from scratch, the initial loss is 40 with a 32000 vocabulary")
     assert top[0] == "bad-init.std-too-large", top[:5]
     assert "bad-init.adapter-not-identity" not in top[:3], top[:5]
+
+
+@pytest.mark.parametrize("report", [
+    "FP32模式下训练正常，开启混合精度后loss出现NaN",
+    "works fine in fp32, but with AMP the loss becomes NaN after 2 epochs",
+])
+def test_fp32_named_as_the_comparison_does_not_contradict_an_amp_overflow(report):
+    """'Fine in fp32, NaN under AMP' is the overflow's signature, not a run in fp32."""
+    fp16 = next(s for s in answer(report)["symptoms"] if s["id"] == "fp16-overflow")
+    assert fp16["observed"] is not False and fp16["weight"] > 0
