@@ -1,0 +1,2 @@
+python src/train_sft.py     --do_train     --dataset test     --finetuning_type lora     --output_dir test_lora     --per_device_train_batch_size 4     --gradient_accumulation_steps 4     --lr_scheduler_type cosine     --logging_steps 10     --save_steps 100     --learning_rate 5e-5     --num_train_epochs 3.0     --fp16 --use_v2 --model_name_or_path THUDM/chatglm2-6b
+python src/web_demo.py --model_name_or_path THUDM/chatglm2-6b --checkpoint_dir ./test_lora/ --use_v2
