@@ -166,11 +166,6 @@ def test_an_inert_balancing_loss_ranks_the_broken_aux_loss_first():
     assert causes[0] == "moe-routing.aux-loss-broken"
 
 
-def test_a_frozen_expert_bias_ranks_its_cause():
-    report = ("Continued pre-training of a DeepSeek-V3 style MoE (noaux_tc routing) with the HF Trainer. "
-              "After 3k steps a handful of experts take most tokens. I checked the router: "
-              "e_score_correction_bias is exactly the value from the checkpoint, it never changed.")
-    assert "moe-routing.expert-bias-frozen" in ranked(report)[:3]
 
 
 @pytest.mark.parametrize("text", [
@@ -187,15 +182,7 @@ def test_the_trace_cache_notice_is_not_the_inflight_error(shipped_kb):
     assert fact_value(shipped_kb, text, "moerouting.zero3_trace_error") is None
 
 
-def test_a_zero3_moe_hang_ranks_its_cause():
-    report = ("Mixtral 8x7B MoE full fine-tune with DeepSpeed ZeRO-3: training hangs after a few steps, it looks "
-              "like some experts get no tokens on one rank, then NCCL times out.")
-    assert "moe-routing.zero3-expert-hang" in ranked(report)[:3]
 
 
-def test_the_inflight_error_on_an_moe_ranks_the_hang_cause():
-    report = ("Mixtral 8x7B under ZeRO-3: the first batch runs, then "
-              "RuntimeError: still have inflight params [{'id': 1203, 'status': 'AVAILABLE'}]")
-    assert "moe-routing.zero3-expert-hang" in ranked(report)[:3]
 
 

@@ -36,10 +36,6 @@ def test_sound_verl_batch_sizes_push_the_zero_accumulation_down():
     assert cause["posterior"] < cause["prior"] / 2   # x0.1 for the settings, partly undone by shared words
 
 
-def test_an_upgrade_now_weighs_for_the_nan_regression():
-    text = ("Full fine-tune with DeepSpeed ZeRO-2 on 8 A100s: after upgrading deepspeed to the latest release "
-            "grad_norm is nan from step 2; the same script trained for weeks before.")
-    assert "nan-loss.framework-regression" in ranked(text)[:3]
 
 
 def test_a_nan_that_a_downgrade_fixes_stays_with_the_nan_regression():
@@ -74,10 +70,6 @@ def test_a_bf16_released_llm_points_to_its_own_cause_first():
 # --- fp16-overflow ----------------------------------------------------------------------------
 
 
-def test_a_collapsing_scale_is_not_the_harmless_kind():
-    text = ("fp16 training with DeepSpeed: OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 1, reducing to 1, "
-            "then Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.")
-    assert "fp16-overflow.scale-search-skips" not in ranked(text)[:3]
 
 
 def test_occasional_skips_on_a_bf16_model_rank_the_harmless_cause_top_three():

@@ -35,17 +35,8 @@ def test_loops_without_a_version_story_stay_with_the_eos_causes():
     assert "repetition.framework-regression" not in top[:3], top[:5]
 
 
-def test_a_base_release_as_chat_ranks_its_cause():
-    report = ("Serving Yi-6B not Yi-6B-Chat through the vLLM OpenAI server for a chatbot. Every answer goes on "
-              "and on until max_tokens, it even writes the next user question itself. Changing eos_token in "
-              "tokenizer_config.json did not help.")
-    assert "repetition.base-model-as-chat" in ranked(report)[:3]
 
 
-def test_a_vllm_loop_without_the_model_penalty_is_decoding(shipped_kb):
-    text = ("Qwen2 gets stuck in an infinite loop with vLLM but not with transformers; "
-            "vLLM does not load the generation_config, repetition_penalty=1.0 instead of 1.05")
-    assert "repetition.decoding-params" in ranked(text)[:3]
 
 
 def test_untrained_template_tokens_step_back_when_embeddings_are_trained():
@@ -56,10 +47,6 @@ def test_untrained_template_tokens_step_back_when_embeddings_are_trained():
     assert trained < plain / 2
 
 
-def test_a_lost_rope_delta_at_decode_ranks_the_repetition_regression():
-    report = ("After upgrading mlx-vlm, Qwen2.5-VL repeats the same word endlessly whenever I give it an image; "
-              "text-only chat is fine. The M-RoPE rope_deltas offset is lost at decode.")
-    assert "repetition.framework-regression" in ranked(report)[:3]
 
 
 # --- save-export ------------------------------------------------------------------------------
@@ -71,11 +58,6 @@ def test_a_head_that_differs_after_saving_is_a_broken_tie_not_an_extra_head():
     assert top[0] != "save-export.extra-lm-head-weight", top[:3]
 
 
-def test_an_unknown_pretokenizer_ranks_its_cause():
-    report = ("Trying to turn my merged Mistral fine-tune into a q8_0 GGUF with convert_hf_to_gguf.py. It prints "
-              "a block of asterisks with chkhsh: 3f1c... and then NotImplementedError: BPE pre-tokenizer was "
-              "not recognized - update get_vocab_base_pre()")
-    assert "save-export.gguf-pretokenizer-unrecognized" in ranked(report)[:3]
 
 
 def test_a_converter_that_stops_on_a_tensor_name_is_read(shipped_kb):
@@ -108,18 +90,8 @@ def test_a_conversion_that_ran_and_talks_nonsense_is_a_layout_not_the_wrong_conv
     assert top.index("save-export.converter-format-mismatch") > 2, top[:5]
 
 
-def test_a_converter_mismatch_ranks_its_cause():
-    report = ("Converting my Megatron checkpoint (trained with a fork of Megatron-DeepSpeed) to Hugging Face "
-              "format fails:\n" + CONVERTER_TRACE)
-    assert "save-export.converter-format-mismatch" in ranked(report)[:3]
 
 
-def test_an_incomplete_export_ranks_its_cause():
-    report = ("After training I exported the weights, the tool wrote a single model.pth. Loading the folder with "
-              "AutoModelForCausalLM.from_pretrained('exported/') raises OSError: Error no file named "
-              "pytorch_model.bin, model.safetensors, tf_model.h5, model.ckpt.index or flax_model.msgpack found "
-              "in directory exported/.")
-    assert "save-export.export-folder-incomplete" in ranked(report)[:3]
 
 
 def test_an_adapter_vocab_mismatch_is_read(shipped_kb):
@@ -132,10 +104,6 @@ def test_a_full_model_vocab_mismatch_is_not_an_adapter_one(shipped_kb):
     assert fact_value(shipped_kb, text, "export.adapter_vocab_mismatch") is None
 
 
-def test_an_adapter_vocab_mismatch_ranks_its_cause():
-    report = ("I added 35 special tokens to the tokenizer and trained a LoRA on Qwen2.5-7B. Now "
-              "PeftModel.from_pretrained(base, 'out/adapter') fails:\n" + ADAPTER_MISMATCH)
-    assert "save-export.adapter-vocab-mismatch" in ranked(report)[:3]
 
 
 def test_a_package_name_error_points_at_the_release(shipped_kb):
@@ -188,9 +156,6 @@ def test_the_same_reshape_error_in_training_is_not_a_converter(shipped_kb):
     assert fact_value(shipped_kb, text, "export.converter_rejects_layout") is None
 
 
-def test_a_failed_reshape_in_a_converter_ranks_the_format_mismatch():
-    report = "the checkpoint conversion script crashes before writing anything:\n" + SHAPE_TRACE
-    assert "save-export.converter-format-mismatch" in ranked(report)[:3]
 
 
 # --- tp-mismatch ------------------------------------------------------------------------------
@@ -244,9 +209,5 @@ def test_bert_position_add_mismatch_sets_the_index_error(shipped_kb, text, expec
     assert fact_value(shipped_kb, text, "posenc.learned_absolute") is True
 
 
-def test_mrope_positions_lost_in_training_rank_the_framework_regression():
-    report = ("Fine-tuning Qwen2.5-VL-7B with my own loop I never pass position_ids. Grounding boxes come out "
-              "shifted, and printing the ids inside the model shows plain 1D positions, not the 3D M-RoPE ids.")
-    assert "position-encoding.framework-regression" in ranked(report)[:3]
 
 
