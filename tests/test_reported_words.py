@@ -30,10 +30,6 @@ def test_every_cause_has_phrases_from_several_threads(kb):
     assert not thin
 
 
-
-
-
-
 @pytest.mark.parametrize("symptom, report, cause", [
     ("zero-loss", "chatglm3 qlora with quantization_bit 4 on two V100 cards, the loss is 0.0 from the start",
      "zero-loss.quantized-on-old-gpu"),

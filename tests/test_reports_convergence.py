@@ -166,8 +166,6 @@ def test_an_inert_balancing_loss_ranks_the_broken_aux_loss_first():
     assert causes[0] == "moe-routing.aux-loss-broken"
 
 
-
-
 @pytest.mark.parametrize("text", [
     "RuntimeError: still have inflight params [{'id': 412, 'status': 'INFLIGHT', 'numel': 0}]",
     "ZeRO-3 inference with Mixtral fails with InFlight params",
@@ -180,9 +178,5 @@ def test_zero3_inflight_params_is_read(shipped_kb, text):
 def test_the_trace_cache_notice_is_not_the_inflight_error(shipped_kb):
     text = "Invalidate trace cache @ step 0: expected module 1, but got module 0"
     assert fact_value(shipped_kb, text, "moerouting.zero3_trace_error") is None
-
-
-
-
 
 

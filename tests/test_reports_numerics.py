@@ -36,8 +36,6 @@ def test_sound_verl_batch_sizes_push_the_zero_accumulation_down():
     assert cause["posterior"] < cause["prior"] / 2   # x0.1 for the settings, partly undone by shared words
 
 
-
-
 def test_a_nan_that_a_downgrade_fixes_stays_with_the_nan_regression():
     top = ranked("loss becomes nan after upgrading deepspeed to 0.14 on 8 GPUs; downgrading to deepspeed 0.13 fixes it")
     assert top[0] == "nan-loss.framework-regression", top[:3]
@@ -68,8 +66,6 @@ def test_a_bf16_released_llm_points_to_its_own_cause_first():
 
 
 # --- fp16-overflow ----------------------------------------------------------------------------
-
-
 
 
 def test_occasional_skips_on_a_bf16_model_rank_the_harmless_cause_top_three():

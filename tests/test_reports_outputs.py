@@ -35,18 +35,12 @@ def test_loops_without_a_version_story_stay_with_the_eos_causes():
     assert "repetition.framework-regression" not in top[:3], top[:5]
 
 
-
-
-
-
 def test_untrained_template_tokens_step_back_when_embeddings_are_trained():
     cause = "repetition.untrained-special-tokens"
     plain = entry("Qwen2.5-1.5B-Base LoRA with template: qwen never stops generating", cause)["posterior"]
     trained = entry("Qwen2.5-1.5B-Base LoRA with template: qwen never stops generating, "
                          "save_embedding_layers=True", cause)["posterior"]
     assert trained < plain / 2
-
-
 
 
 # --- save-export ------------------------------------------------------------------------------
@@ -56,8 +50,6 @@ def test_a_head_that_differs_after_saving_is_a_broken_tie_not_an_extra_head():
     """Without the engine's KeyError, a tied head that changed on save stays with the broken tie."""
     top = ranked("after save_pretrained and reload, lm_head differs from embed_tokens although tie_word_embeddings is true")
     assert top[0] != "save-export.extra-lm-head-weight", top[:3]
-
-
 
 
 def test_a_converter_that_stops_on_a_tensor_name_is_read(shipped_kb):
@@ -90,10 +82,6 @@ def test_a_conversion_that_ran_and_talks_nonsense_is_a_layout_not_the_wrong_conv
     assert top.index("save-export.converter-format-mismatch") > 2, top[:5]
 
 
-
-
-
-
 def test_an_adapter_vocab_mismatch_is_read(shipped_kb):
     assert fact_value(shipped_kb, ADAPTER_MISMATCH, "export.adapter_vocab_mismatch") is True
 
@@ -102,8 +90,6 @@ def test_a_full_model_vocab_mismatch_is_not_an_adapter_one(shipped_kb):
     text = ("size mismatch for model.embed_tokens.weight: copying a param with shape torch.Size([32001, 4096]) "
             "from checkpoint, the shape in current model is torch.Size([32000, 4096]).")
     assert fact_value(shipped_kb, text, "export.adapter_vocab_mismatch") is None
-
-
 
 
 def test_a_package_name_error_points_at_the_release(shipped_kb):
@@ -156,8 +142,6 @@ def test_the_same_reshape_error_in_training_is_not_a_converter(shipped_kb):
     assert fact_value(shipped_kb, text, "export.converter_rejects_layout") is None
 
 
-
-
 # --- tp-mismatch ------------------------------------------------------------------------------
 
 
@@ -207,7 +191,5 @@ def test_tokenizer_length_warning_ranks_first_three_and_a_crash_pushes_it_down()
 def test_bert_position_add_mismatch_sets_the_index_error(shipped_kb, text, expected):
     assert fact_value(shipped_kb, text, "posenc.index_error") == expected
     assert fact_value(shipped_kb, text, "posenc.learned_absolute") is True
-
-
 
 

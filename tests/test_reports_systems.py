@@ -37,8 +37,6 @@ def test_the_error_line_confirms_the_dtype_mismatch():
                  "system-failure.dtype-mismatch")["status"] == "confirmed"
 
 
-
-
 def test_an_oom_without_the_flush_warning_stays_a_training_oom():
     report = "zero3 lora on 2x 4090: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB in the backward pass"
     top = ranked(report)
