@@ -110,7 +110,7 @@ def extract(kb: KnowledgeBase, text: str) -> Extraction:
     for sig_hit in sorted(found.values(), key=lambda s: s.start):
         hits.extend(_signature_facts(kb, sig_hit, [c for c in contexts if c.signature == sig_hit.signature.id]))
     out = Extraction({}, sorted(found.values(), key=lambda s: s.start), {})
-    _resolve(hits, out)
+    _resolve(_this_run(kb, hits), out)
     return out
 
 
@@ -244,6 +244,15 @@ def _signature_facts(kb: KnowledgeBase, hit: SignatureHit, contexts: list[Patter
         if value is not None:
             out.append(Hit(name, value, hit.quote, hit.start, hit.start, hit.signature.trust, "signature"))
     return out
+
+
+def _this_run(kb: KnowledgeBase, hits: list[Hit]) -> list[Hit]:
+    """The readings that describe the user's run: a setting named inside the words of an
+    ``other_run`` fact ("switching to fp32 fixed it", "换成bf16就好了") is the run that worked,
+    not this one, so "bf16 nan, switching to fp32 fixed it" reads bf16, not a disagreement."""
+    frames = [h for h in hits if kb.facts[h.fact].other_run]
+    return [h for h in hits if h.kind == "signature" or kb.facts[h.fact].other_run
+            or not any(f.start <= h.start and h.end <= f.end for f in frames)]
 
 
 def _resolve(hits: list[Hit], out: Extraction) -> None:

@@ -51,6 +51,7 @@ class FactSpec:
     defined_when: Expr | None = None  # outside it the fact has no value to ask for (no NaN: no NaN step)
     text: list[TextRule] = field(default_factory=list)
     keys: list[KeyRule] = field(default_factory=list)
+    other_run: bool = False  # its words describe another run (what fixed it): settings named in them are not this run's
 
     def parse(self, raw: str) -> Any:
         """Turn a typed answer ('yes', '11600', 'bf16') into a value; ValueError if it is not one."""

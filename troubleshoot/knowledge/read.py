@@ -181,7 +181,8 @@ def _add_fact(doc: Located, path: tuple, name: str, spec: Any, kb: KnowledgeBase
         return
     kb.facts[name] = FactSpec(name, spec["type"], spec["description"], spec["choices"],
                               spec.get("unit", ""), doc.file,
-                              _read_expr(doc, path + ("defined_when",), spec.get("defined_when"), problems))
+                              _read_expr(doc, path + ("defined_when",), spec.get("defined_when"), problems),
+                              other_run=spec.get("other_run", False))
     read_fact_rules(doc, path, spec, kb.facts[name], problems)
 
 

@@ -45,6 +45,7 @@ SOURCED = {"text": (str, True, "text"), "sources": (list, True, "a list of sourc
 FACT = {"type": (str, True, "bool, number, choice or text"), "description": (str, True, "text"),
         "choices": (list, False, "a list of choices"), "unit": (str, False, "text"),
         "defined_when": (str, False, "an expression over facts"),
+        "other_run": (bool, False, "true or false"),
         "text": (list, False, "a list of text rules {words, regex, set, negated, trust}"),
         "keys": (list, False, "a list of key rules {keys, set, values, negated, index, quoted, as_text}")}
 FINDING = {"title": (str, True, "a title"), "explanation": (str, True, "what it means")}
