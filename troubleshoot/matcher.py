@@ -222,10 +222,7 @@ class SymptomMatcher:
             return "off-topic"
         if asks_without_fault(prose(query)):
             return self._question_verdict(query, matches)
-        exact = [w for w in dict.fromkeys(match_tokens(prose(query))) if w in self.idf]
-        anchor = ANCHOR_SHARE * math.log(1 + len(self.entries))
-        anchored = (max((self.idf[w] for w in exact), default=0) >= anchor
-                    or bool(matches and self._whole_alias(query, matches[0])))
+        anchored = bool(self._distinctive_words(query) or matches and self._whole_alias(query, matches[0]))
         if not matches or matches[0].score < MIN_SCORE or not anchored:
             return "off-topic"
         if matches[0].score < WEAK_MATCH or self._mostly_unknown(language(query)):
@@ -234,19 +231,34 @@ class SymptomMatcher:
 
     def _question_verdict(self, query: str, matches: list[Match]) -> str:
         """How sure a question that names no fault is about the best symptom: a match when it
-        uses a word of that symptom alone that many of its aliases use (initializer, router,
-        初始化: the knowledge answers how to set it) or one of its aliases whole ("rope scaling");
-        weak when it uses a word typical of the symptom but shared with others (init std,
-        checkpoint, mask); otherwise off-topic ("how do I enable flash attention", "loss is still
+        uses a word of that symptom alone that many of its aliases use (OWN_WORD: initializer,
+        router, 初始化: the knowledge answers how to set it) or one of its aliases whole ("rope
+        scaling"); weak when it uses a distinctive word typical of the symptom but shared with
+        others (init std, checkpoint, mask); otherwise off-topic ("how do I enable flash attention", "loss is still
         going down, is that normal?", "学习率设置多少合适")."""
         if not matches or matches[0].score < MIN_SCORE:
             return "off-topic"
         best = matches[0]
         entry = next(e for e in self.entries if e.id == best.id)
-        own = [w for w in dict.fromkeys(match_tokens(prose(query))) if entry.words.get(w, 0) >= OWN_WORD]
+        own = [w for w in self._distinctive_words(query) if entry.words.get(w, 0) >= OWN_WORD]
         if self._whole_alias(query, best) or any(self.idf[w] >= self.top_idf for w in own):
             return "match"
         return "weak" if own else "off-topic"
+
+    def names_no_fault(self, query: str) -> bool:
+        """The text is about training (it uses a distinctive known word) but asks for a feature
+        or document, asks how to do or choose something, or says the run is fine, and names no
+        fault: what ``llmfix ask`` answers with "no fault described" rather than "not covered"."""
+        query = bounded(query)
+        return bool((_REQUEST.search(first_line(query)) or asks_without_fault(prose(query)))
+                    and self._distinctive_words(query))
+
+    def _distinctive_words(self, query: str) -> list[str]:
+        """The query's own known words (typo snapping does not count: 'bread' is no 'read') that
+        are distinctive: idf at least ANCHOR_SHARE of the highest (a word of about half of the
+        symptoms or fewer, and no generic word)."""
+        words = dict.fromkeys(match_tokens(prose(query)))
+        return [w for w in words if self.idf.get(w, 0) >= ANCHOR_SHARE * self.top_idf]
 
     def _whole_alias(self, query: str, best: Match) -> bool:
         """One of ``best``'s aliases of WHOLE_ALIAS_CHARS or more stands word for word in ``query``
