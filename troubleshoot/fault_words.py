@@ -43,7 +43,8 @@ FAULT = re.compile("|".join([
            r"(?:problems?|issues?|trouble) (?:with|when|while|in|after|during|saving|loading|training)",
            r"speed(?:ing)? up", r"keeps? (?:generat|repeat|output|talk)",
            r"fluctuat", r"oscillat", r"gaps?", r"artifact", r"strongly recommend", r"missing", r"terrible",
-           r"discrepanc", r"opposite", r"barely", r"hardly", r"correctly", r"properly", r"always (?:zero|0|the same|same)", r"con't", r"only \d+ ?[km]b",
+           r"discrepanc", r"opposite", r"barely", r"unchanged",
+           r"(?:stays?|stayed|remains?|remained|hovers?|hovering|sits?) (?:around|at|about|near|the same|constant|flat)", r"hardly", r"correctly", r"properly", r"always (?:zero|0|the same|same)", r"con't", r"only \d+ ?[km]b",
            r"without (?:decreas|improv|converg|learn|going down)",
            r"(?:only|just) (?:output|answer|generat|return|predict|repeat|respond|repl|produc)", r"level(?:s|ed)? off"),
     _words(r"lost", r"lose", r"loses", r"losing") + _R,
@@ -60,7 +61,7 @@ FAULT = re.compile("|".join([
     r"报错|错误|出错|异常|失败|崩溃|崩了|挂了|卡住|卡死|卡在|死锁|超时|爆显存|显存(?:不足|不够|溢出|爆)|溢出|爆炸"
     r"|发散|飙升|突增|激增|震荡|波动|上升|变大|重复|复读|乱码|胡言乱语|乱说|乱答|胡说|幻觉|遗忘|过拟合|欠拟合|变差"
     r"|退化|很差|太差|警告|负数|负值|无法|未能|失效|怎么回事|解决|修复|避免|太[快慢大小高低多长]"
-    r"|不全|截断|[高低]于|缺少|缺失|自问自答|慢|只(?:能|会|输出|回答|生成|有\d)|未(?:保存|更新|生效|使用)|无.{0,4}效果|答非所问|才(?:到|降到|有)|徘徊|停滞|为负|是负|遇到.{0,8}问题|死循环|无限|停不下来|越.{1,2}越|丧失|失去|丢失|被杀|杀掉|未被|没被|[偏过很][高低大小]"
+    r"|不全|截断|[高低]于|缺少|[保维]持在|停在|一直(?:是|为|在)\s?\d|缺失|自问自答|慢|只(?:能|会|输出|回答|生成|有\d)|未(?:保存|更新|生效|使用)|无.{0,4}效果|答非所问|才(?:到|降到|有)|徘徊|停滞|为负|是负|遇到.{0,8}问题|死循环|无限|停不下来|越.{1,2}越|丧失|失去|丢失|被杀|杀掉|未被|没被|[偏过很][高低大小]"
     r"|降不下|(?<![能好行对够])不(?:收敛|下降|降|动|变|对|行|生效|起作用|工作|正常|正确|一致|稳定|准|好|能|够|足|出|更新"
     r"|保存|匹配|了)|效果[^，。,.]{0,4}没有|(?<!有)没(?:有)?(?:怎么)?(?:下降|变|效果|反应|输出|生效|收敛|学到|起作用|用|保存|使用)"
     r"|(?:效果|性能|指标|精度|准确率|分数|能力|奖励|reward)[^，。,.!?？！\n]{0,8}(?:下降|降低|不如)",
