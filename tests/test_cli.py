@@ -83,6 +83,36 @@ def test_off_topic_text_is_not_something_llmfix_covers(query):
     assert data["symptoms"] == [] and data["causes"] == []
 
 
+@pytest.mark.parametrize("query, says", [
+    ("how do I enable flash attention in llama factory", "No fault described"),
+    ("loss went from 10.5 to 2.1 and is still going down, is that normal? bf16, lr 2e-5", "No fault described"),
+    ("[Feature] support for YaRN rope scaling", "No fault described"),
+    ("请问如何进行多机多卡训练？用 zero3 和 bf16", "没有描述故障"),
+    ("loss 正常下降，请问训练几个epoch合适", "没有描述故障"),
+])
+def test_a_question_without_a_fault_is_answered_in_its_language(query, says):
+    """How-to, healthy progress and feature requests are not diagnosed, whatever settings they
+    name (bf16, lr, zero3 are facts of the setup, not faults): the answer says no fault was
+    described and what to bring, in the writer's language; JSON has no symptom and no cause."""
+    result = run("ask", "--no-input", query)
+    assert result.exit_code == 0 and says in result.output and "llmfix probe" in result.output
+    assert "Causes" not in result.output
+    data = json.loads(run("ask", "--no-input", "--json", query).stdout)
+    jsonschema.validate(data, SCHEMA)
+    assert data["symptoms"] == [] and data["causes"] == [] and data["weak_match"] is False
+
+
+@pytest.mark.parametrize("query, symptom", [
+    ("how do I fix loss nan", "nan-loss"),
+    ("训练loss一直不下降，请问怎么调整？", "loss-plateau"),
+    ("RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB. How should I set the batch size?",
+     "system-failure"),
+])
+def test_a_question_that_names_a_fault_is_still_diagnosed(query, symptom):
+    data = json.loads(run("ask", "--no-input", "--json", query).stdout)
+    assert data["symptoms"][0]["id"] == symptom and data["causes"] and not data["weak_match"]
+
+
 def test_kb_list_show_lint():
     listing = run("kb", "list")
     assert listing.exit_code == 0 and "nan-loss.invalid-mask" in listing.output

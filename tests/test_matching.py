@@ -4,6 +4,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from troubleshoot.fault_words import asks_without_fault, names_a_fault
 from troubleshoot.matcher import SymptomMatcher, match_tokens, normalize, tokens
 from troubleshoot.prose import prose
 
@@ -109,6 +110,46 @@ def test_a_feature_request_is_off_topic(shipped_kb):
         assert verdict(request) == "off-topic", request
     assert verdict("YaRN rope scaling gives garbled output beyond 8k") == "match"
     assert verdict("MoE router collapse: all tokens go to one expert, add z-loss?") == "match"
+
+
+def test_fault_words_tell_a_report_from_a_question():
+    """A fault word says something broke, did not happen or needs fixing; the same topic asked
+    about, or told as going fine, has none. A Latin word inside Chinese text still counts."""
+    for fault in ("loss stopped going down", "why is my loss not decreasing?", "how do I fix loss nan",
+                  "loss为nan", "loss 不下降了", "训练卡住不动", "显存不够怎么办", "reward一直在下降",
+                  "the loss went up after step 300", "model only outputs the prompt", "训练非常慢"):
+        assert names_a_fault(fault), fault
+    for question in ("how do I enable flash attention in llama factory", "学习率设置多少合适？",
+                     "loss went from 10.5 to 2.1 and is still going down, is that normal?",
+                     "loss 正常下降，请问训练几个epoch合适", "When will qwen 2.5 be supported?",
+                     "能不能使用多机多卡训练", "I am not sure which lr to use, any recommendation?"):
+        assert asks_without_fault(question), question
+    assert not asks_without_fault("loss is 0 from the first step, is that normal?")
+    assert not asks_without_fault("grad norm keeps increasing, is that expected?")
+
+
+def test_a_question_that_names_no_fault_is_not_a_match(shipped_kb):
+    """Word similarity made a how-to a diagnosis ("enable flash attention" -> zero-loss) and healthy
+    progress its opposite ("still going down" -> the alias "loss not going down"). A question or a
+    word of progress with no fault word is off-topic, unless it uses a word the symptom alone is
+    written with (the knowledge answers how to set an initializer range): then it is a match; with
+    a shared but typical word (init std, zero3 checkpoint) only weak. Told as a fault, it is a match."""
+    matcher = SymptomMatcher(shipped_kb)
+
+    def verdict(query):
+        return matcher.verdict(query, matcher.match_report(query))
+
+    for quiet in ("how do I enable flash attention in llama factory",
+                  "loss went from 10.5 to 2.1 and is still going down, is that normal?",
+                  "my loss is decreasing nicely, how many epochs should I train",
+                  "如何进行多机多卡训练？", "请问，fine tuning 的时候，学习率调整为多少比较合适？",
+                  "loss 正常下降，请问训练几个epoch合适", "When will qwen 2.5 be supported?"):
+        assert verdict(quiet) == "off-topic", quiet
+    for told in ("loss stopped going down", "loss 不下降了", "how do I fix loss nan",
+                 "loss went from 10.5 to 2.1 and then jumped to nan, is that normal?",
+                 "多机多卡训练时NCCL超时怎么办", "what initializer_range should I use for a 175B model"):
+        assert verdict(told) == "match", told
+    assert verdict("how to get fp32 weights out of a zero3 checkpoint") == "weak"
 
 
 @pytest.mark.parametrize("query", ["loss went nan", "Loss went NaN!!", "los went nan"])

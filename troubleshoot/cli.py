@@ -261,6 +261,34 @@ def _choose_symptom(candidates, weak: bool) -> list:
     return [] if weak else candidates
 
 
+def _shows_a_fault(kb, observations: Observations, answers: dict) -> bool:
+    """What was read or answered points to a problem by itself: an artifact was probed, the text
+    holds an error signature, or a fact implies or shows a symptom (a NaN loss, an OOM). A setting
+    named in a question ("flash attention", "bf16", "lr 2e-5") describes the setup, not a fault:
+    it leaves an off-topic text off-topic."""
+    from .engine import symptom_table
+
+    facts = {**observations.facts, **answers}
+    return bool(observations.artifacts or observations.findings or observations.symptoms
+                or symptom_table(kb, {}, facts, observations.symptoms))
+
+
+def _no_fault(query: str) -> None:
+    """A question about how to do or choose something, or a word that the run is fine: nothing to
+    diagnose; say what would make it diagnosable, in the writer's language."""
+    from .prose import is_chinese
+
+    if is_chinese(query):
+        click.echo("没有描述故障：这段话是在问怎么做、怎么选，或是说训练正常；llmfix 诊断的是出了问题的训练。")
+        click.echo('如果确实出了问题，请写出看到的现象（如 llmfix ask "loss 在 2000 步后变成 nan"）、'
+                   "报错的那一行，或给出训练日志（llmfix probe train.log）。已知的症状：llmfix kb list")
+        return
+    click.echo("No fault described: this asks how to do or choose something, or says the run is fine; "
+               "llmfix diagnoses training runs that went wrong.")
+    click.echo('If something did go wrong, say what you see (llmfix ask "loss went nan after 2k steps"), '
+               "paste the error line, or give the log (llmfix probe train.log). The symptoms it knows: llmfix kb list")
+
+
 def _not_covered(query: str) -> None:
     click.echo(f"This is not something llmfix covers: {query!r} is not about training a language model.")
     click.echo('llmfix diagnoses LLM training problems, e.g. llmfix ask "loss went nan"; '
@@ -305,6 +333,7 @@ def ask(text: tuple[str, ...], answers: tuple[str, ...], probe_paths: tuple[str,
     (... | llmfix ask -)."""
     from .diagnosis import SymptomMatch
     from .engine import diagnose
+    from .matcher import SymptomMatcher
 
     kb = _kb()
     from_stdin = text == ("-",)
@@ -317,10 +346,13 @@ def ask(text: tuple[str, ...], answers: tuple[str, ...], probe_paths: tuple[str,
     observations = from_text(kb, query).merge(probed)  # text < probes < answers
     interactive = not no_input and not from_stdin and stdin_is_tty()
     verdict, matches, candidates = _symptoms_in_words(kb, query, interactive)
-    if verdict == "off-topic" and not observations.facts and not facts:
+    if verdict == "off-topic" and not _shows_a_fault(kb, observations, facts):
         if as_json:
             _finish(Diagnosis(query=query), as_json, top, fail_on)
-        _not_covered(query)
+        if SymptomMatcher(kb).names_no_fault(query):
+            _no_fault(query)
+        else:
+            _not_covered(query)
         sys.exit(0)
     matched = {m.id: m.score for m in matches}
     interview = Interview(kb, matched, observations, facts) if interactive else None

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 
 from rapidfuzz import fuzz, process
 
+from .fault_words import asks_without_fault
 from .knowledge.cache import memo
 from .knowledge.model import KnowledgeBase
 from .prose import language, prose
@@ -43,6 +44,7 @@ REPORT_WORDS = 8          # the word signal is a share of at most this many dist
 HEADLINE_WEIGHT = 0.4     # a confident first line's share of a report's scores (tune half: 0.3-0.5 alike)
 HEADLINE_CHARS = 200      # a longer first line is prose or a paste, not a title
 WHOLE_ALIAS_CHARS = 6     # a shorter alias ('oom', 'nan') standing in a text is a word, not a phrase
+OWN_WORD = 0.8            # a question is about a symptom through words this typical of it (in a tenth of its aliases)
 HEADLINE_MIN = 0.45       # a confident headline ("Traceback (most recent call last):" scores 0.38)
 
 STOPWORDS = frozenset("""
@@ -155,7 +157,8 @@ class SymptomMatcher:
         self.vocab = list(self.idf)
         # A long report is not diluted by its length: its best symptom needs no more distinctive
         # words than a query of REPORT_WORDS words would (its context words lower nobody's rank).
-        self.word_mass_cap = REPORT_WORDS * math.log(1 + len(self.entries))
+        self.top_idf = math.log(1 + len(self.entries))  # a word of one symptom only
+        self.word_mass_cap = REPORT_WORDS * self.top_idf
 
     def _known(self, query_tokens: list[str]) -> list[str]:
         """Snap unknown words to the nearest known word (typos: 'overflwo', 'nccl timout')."""
@@ -205,7 +208,9 @@ class SymptomMatcher:
         """'off-topic', 'weak' or 'match' for the best of ``matches`` (from ``match(query)``).
 
         Off-topic: the first line asks for a feature ("[Feature]", "any plans", "可以支持"), the
-        best score is under MIN_SCORE, or no word of the query is itself a
+        text asks how to do or choose something or says the run is fine and names no fault
+        (``fault_words.asks_without_fault``: "how many epochs should I train", "loss is still going
+        down, is that normal?"), the best score is under MIN_SCORE, or no word of the query is itself a
         distinctive known word (typo snapping turns 'bread' into 'read'; this does not count) and
         no alias of the best symptom stands whole in it (an alias such as 'loss is 0' is distinctive
         through its numbers, which are not words).
@@ -215,15 +220,45 @@ class SymptomMatcher:
         query = bounded(query)
         if _REQUEST.search(first_line(query)):
             return "off-topic"
-        exact = [w for w in dict.fromkeys(match_tokens(prose(query))) if w in self.idf]
-        anchor = ANCHOR_SHARE * math.log(1 + len(self.entries))
-        anchored = (max((self.idf[w] for w in exact), default=0) >= anchor
-                    or bool(matches and self._whole_alias(query, matches[0])))
+        if asks_without_fault(prose(query)):
+            return self._question_verdict(query, matches)
+        anchored = bool(self._distinctive_words(query) or matches and self._whole_alias(query, matches[0]))
         if not matches or matches[0].score < MIN_SCORE or not anchored:
             return "off-topic"
         if matches[0].score < WEAK_MATCH or self._mostly_unknown(language(query)):
             return "weak"
         return "match"
+
+    def _question_verdict(self, query: str, matches: list[Match]) -> str:
+        """How sure a question that names no fault is about the best symptom: a match when it
+        uses a word of that symptom alone that many of its aliases use (OWN_WORD: initializer,
+        router, 初始化: the knowledge answers how to set it) or one of its aliases whole ("rope
+        scaling"); weak when it uses a distinctive word typical of the symptom but shared with
+        others (init std, checkpoint, mask); otherwise off-topic ("how do I enable flash attention", "loss is still
+        going down, is that normal?", "学习率设置多少合适")."""
+        if not matches or matches[0].score < MIN_SCORE:
+            return "off-topic"
+        best = matches[0]
+        entry = next(e for e in self.entries if e.id == best.id)
+        own = [w for w in self._distinctive_words(query) if entry.words.get(w, 0) >= OWN_WORD]
+        if self._whole_alias(query, best) or any(self.idf[w] >= self.top_idf for w in own):
+            return "match"
+        return "weak" if own else "off-topic"
+
+    def names_no_fault(self, query: str) -> bool:
+        """The text is about training (it uses a distinctive known word) but asks for a feature
+        or document, asks how to do or choose something, or says the run is fine, and names no
+        fault: what ``llmfix ask`` answers with "no fault described" rather than "not covered"."""
+        query = bounded(query)
+        return bool((_REQUEST.search(first_line(query)) or asks_without_fault(prose(query)))
+                    and self._distinctive_words(query))
+
+    def _distinctive_words(self, query: str) -> list[str]:
+        """The query's own known words (typo snapping does not count: 'bread' is no 'read') that
+        are distinctive: idf at least ANCHOR_SHARE of the highest (a word of about half of the
+        symptoms or fewer, and no generic word)."""
+        words = dict.fromkeys(match_tokens(prose(query)))
+        return [w for w in words if self.idf.get(w, 0) >= ANCHOR_SHARE * self.top_idf]
 
     def _whole_alias(self, query: str, best: Match) -> bool:
         """One of ``best``'s aliases of WHOLE_ALIAS_CHARS or more stands word for word in ``query``

@@ -12,6 +12,8 @@ counts as an unknown English word, and a long, clear report would read as a gues
 * ``language(text)``: ``prose`` without code (fenced blocks, backticks) and code identifiers
   (`grad_norm`, `model.half`, `gradientCheckpointing`, `4090ti`): the words whose share of known
   words decides whether a match is weak.
+* ``is_chinese(text)``: whether the writer's own words are mainly Chinese (the language llmfix
+  answers a text in when it has no diagnosis to give).
 * ``rules()``: the headings and expressions ``prose`` applies, which the site's search box applies
   too (site/export.py writes them into its data, static/llmfix.js repeats ``prose``'s steps).
   Word, digit and word-boundary classes mean ASCII in a browser: every expression using them is re.ASCII.
@@ -113,6 +115,18 @@ def language(text: str) -> str:
     """The writer's own words: ``prose`` without code blocks, inline code and identifiers."""
     out = _BACKTICKS.sub(" ", _FENCE.sub(" ", text))
     return _IDENTIFIER.sub(" ", prose(out))
+
+
+_CJK = re.compile(r"[\u3400-\u9fff]")
+_LATIN_WORD = re.compile(r"[A-Za-z]{2,}", re.ASCII)
+
+
+def is_chinese(text: str) -> bool:
+    """The writer writes Chinese: their own words (``language``) have more Chinese characters than
+    English words (a Chinese report names models and flags in English; a Chinese word is about
+    two characters)."""
+    words = language(text)
+    return len(_CJK.findall(words)) > 2 * len(_LATIN_WORD.findall(words))
 
 
 def _template_line(line: str) -> bool:
