@@ -158,6 +158,19 @@ def test_mixtral_config_without_router_logits(tmp_path):
     assert data["causes"][0]["id"] == "moe-routing.aux-loss-off"
 
 
+
+def test_a_zero_balancing_coefficient_counts_only_for_a_fine_tune(tmp_path):
+    """Released configs ship router_aux_loss_coef 0 (Qwen3-Coder-30B-A3B): a plain probe of the
+    model informs; a run known to be a fine-tune that keeps it has no balancing term at all."""
+    folder = mixtral(tmp_path / "moe", router_aux_loss_coef=0.0)
+    found, by_id = facts(config, folder)
+    assert found["model.moe.router_aux_loss_coef"] == 0 and by_id["config.moe_router"].severity == "info"
+    _code, data = run("probe", "--static", str(folder))
+    assert [c["id"] for c in data["causes"] if c["status"] == "confirmed"] == []
+    _code, data = run("ask", "MoE experts collapse after fine-tuning", "--no-input", "--probe", str(folder),
+                      "--answer", "train.stage=sft")
+    assert data["causes"][0]["id"] == "moe-routing.aux-loss-off" and data["causes"][0]["status"] == "confirmed"
+
 def test_mixtral_config_with_router_logits_is_info_only(tmp_path):
     found, by_id = facts(config, mixtral(tmp_path / "moe", output_router_logits=True))
     assert found["model.moe.output_router_logits"] is True and by_id["config.moe_router"].severity == "info"

@@ -8,6 +8,7 @@ only on evidence; no question about a fact that has no value or a symptom the ar
 import math
 
 import pytest
+from asking import causes
 
 from troubleshoot.engine import MATCH_TEMPERATURE, OBSERVED_LEAD, RULED_OUT, diagnose, twins
 from troubleshoot.knowledge.read import load_with_problems
@@ -137,6 +138,26 @@ def test_likely_and_confirmed(kb):
     diag = diagnose(kb, {"nan-loss": 1.0}, answers=user(data__mask__binary=False))
     assert diag.causes[0].id == "nan-loss.invalid-mask" and diag.causes[0].status == "confirmed"
 
+
+
+def test_two_causes_of_one_symptom_that_fit_alike_are_both_only_possible(kb, mini_root):
+    """``likely`` needs a lead of LIKELY_LEAD over the symptom's other causes: lr-too-high at 0.6
+    is likely while invalid-mask sits at 0.1, and only possible once invalid-mask reaches 0.6 too.
+    A cause of another symptom at 0.62 (loss-spike.lr-peak, also seen) does not contest it."""
+    seen = user(logs__nan=True, logs__spike=True, nanloss__early=True, train__precision="fp16")
+    diag = diagnose(kb, {"nan-loss": 1.0, "loss-spike": 1.0}, answers=seen)
+    assert cause(diag, "loss-spike.lr-peak").score > cause(diag, "nan-loss.lr-too-high").score
+    assert cause(diag, "nan-loss.lr-too-high").status == "likely"
+    rule = mini_root / "rules" / "nan-loss.yaml"  # invalid-mask: 0.1 x 13.5 on an early NaN -> 0.6
+    rule.write_text(rule.read_text().replace(
+        "      - when: data.mask.binary == false\n",
+        "      - when: nanloss.early\n        lr: 13.5\n      - when: data.mask.binary == false\n"))
+    kb, _ = load_with_problems(mini_root)
+    diag = diagnose(kb, {"nan-loss": 1.0, "loss-spike": 1.0}, answers=seen)
+    assert cause(diag, "nan-loss.invalid-mask").score == pytest.approx(0.6)
+    assert cause(diag, "nan-loss.lr-too-high").score == pytest.approx(0.6)
+    assert {cause(diag, c).status for c in ("nan-loss.invalid-mask", "nan-loss.lr-too-high")} == {"possible"}
+    assert cause(diag, "loss-spike.lr-peak").status == "likely"
 
 # ---------------------------------------------------------------- ranking
 def test_causes_are_listed_in_the_order_of_the_score_shown(kb):
@@ -338,3 +359,17 @@ def test_of_two_symptoms_both_seen_the_one_the_words_match_better_comes_first(sh
     seen = [s for s in diag.symptoms if s.observed]
     assert {s.id for s in seen} >= {"nan-loss", "zero-loss"} and matched["zero-loss"] > matched["nan-loss"]
     assert diag.symptoms[0].id == "zero-loss"
+
+
+# ---------------------------------------------------------------- shipped knowledge
+@pytest.mark.parametrize("text", [
+    "Fine-tuning with DeepSpeed fp16, after a few hundred steps it stops with: Current loss scale "
+    "already at minimum - cannot decrease scale anymore. Exiting run.",
+    "用 deepspeed 训练时报 Current loss scale already at minimum - cannot decrease scale anymore，然后训练就退出了",
+])
+def test_a_scale_at_its_minimum_names_the_symptom_not_the_cause(text):
+    """Every persistent fp16 overflow ends with this message (a bf16 model in fp16, one layer's
+    activations, a diverging run): it puts loss-scale-collapse first without proving it, so the
+    cause is no more than possible until something says why the scale fell."""
+    first = causes(text)[0]
+    assert first["id"] == "fp16-overflow.loss-scale-collapse" and first["status"] == "possible"

@@ -8,7 +8,8 @@ score, the one causes are sorted by. ``RankedCause.explain()`` prints the produc
 number can be recomputed by hand. Causes are scored independently: two bugs can both be present.
 
 Statuses come from evidence, never from a prior alone: ``untested`` until some item applied a
-factor other than 1, ``ruled-out`` only when factors below 1 took the score under RULED_OUT.
+factor other than 1, ``ruled-out`` only when factors below 1 took the score under RULED_OUT,
+``likely`` only for a cause at LIKELY or above that leads its symptom's other causes by LIKELY_LEAD.
 
 Question order: ask the unknown fact whose answer could move the causes most per unit of effort,
 ``sum_c weight(symptom) * P(c) * |ln lr - ln else_lr|`` over the evidence that reads it, divided by
@@ -29,6 +30,7 @@ from .knowledge.model import Cause, Check, KnowledgeBase, Symptom
 from .observations import Fact, Observations
 
 RULED_OUT, LIKELY = 0.05, 0.5
+LIKELY_LEAD = 1.5  # a likely cause scores at least this many times any other cause of its symptom
 COUNTERS = 0.2  # a factor this low (or lower) is strong evidence against: it defeats a `confirms` item
 MIN_QUESTION_VALUE = 0.02   # below this an answer would not visibly change the ranking
 IMPLIES_SYMPTOM_LR = 2.0    # a probed fact with at least this ratio ...
@@ -136,6 +138,21 @@ def rank(state: State) -> list[RankedCause]:
                 cause.sources, cause.summary, posterior, weight))
     ranked = _one_report_per_fault(ranked, twins(state.kb), state.fit)
     ranked.sort(key=lambda c: (-c.score, c.status != "confirmed", c.id))
+    return _contested_made_possible(ranked)
+
+
+def _contested_made_possible(ranked: list[RankedCause]) -> list[RankedCause]:
+    """``likely`` only for a cause that scores LIKELY_LEAD times every other cause of its symptom.
+    Causes of one symptom compete to explain the same failure: when two fit about equally well,
+    the evidence has not told them apart, and calling either likely sends the user to fix the
+    wrong one half the time. Causes of different symptoms can both be present (weights x100 also
+    overflow fp16), so they do not contest each other; confirmed causes keep their status."""
+    for cause in ranked:
+        if cause.status != "likely":
+            continue
+        rival = max((c.score for c in ranked if c.symptom == cause.symptom and c is not cause), default=0.0)
+        if cause.score < LIKELY_LEAD * rival:
+            cause.status = "possible"
     return ranked
 
 

@@ -3,7 +3,8 @@
 Hugging Face MoE models (Mixtral, Qwen2/3-MoE, OLMoE, ...) add the load-balancing loss to the
 returned loss only when ``output_router_logits`` is true, and their shipped configs say false:
 a fine-tune that keeps the config trains its router with no balancing term at all. The finding
-says so when the config has experts and the flag is off or the coefficient is 0.
+says so when the config has experts and the flag is off or the coefficient is 0, as information:
+released configs ship both (Mixtral's flag, Qwen3-Coder's 0), and the run is what decides.
 """
 from __future__ import annotations
 
@@ -61,8 +62,10 @@ def router_finding(facts: dict[str, Any]) -> tuple[str, str] | None:
         return None
     k = facts.get("model.moe.top_k", "?")
     coef = facts.get("model.moe.router_aux_loss_coef")
-    if coef == 0:
-        return "warning", f"{n} experts, top-{k}, router_aux_loss_coef = 0: training has no load-balancing term"
+    if coef == 0:  # info: released configs ship 0 too (Qwen3-Coder-30B-A3B, Tongyi-DeepResearch-30B-A3B)
+        return "info", (f"{n} experts, top-{k}, router_aux_loss_coef = 0: a fine-tune that keeps this config "
+                        "trains the router without a load-balancing term; set router_aux_loss_coef (0.001 in "
+                        "Qwen3-30B-A3B) and output_router_logits=True")
     if facts.get("model.moe.output_router_logits") is False:
         # info, not warning: released Mixtral / Qwen-MoE configs say false as an inference default
         return "info", (f"{n} experts, top-{k}, output_router_logits false: Hugging Face MoE models add the "

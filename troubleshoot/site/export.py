@@ -220,8 +220,8 @@ def symptom_data(kb: KnowledgeBase, symptom: Symptom, urls: dict[str, str]) -> d
             fixes[fid] = {"title": fix.title, "url": urls.get(fid, ""), "steps": steps}
     return {
         "id": symptom.id, "title": symptom.title,
-        "consts": {"RULED_OUT": engine.RULED_OUT, "LIKELY": engine.LIKELY, "COUNTERS": engine.COUNTERS,
-                   "MIN_QUESTION_VALUE": engine.MIN_QUESTION_VALUE},
+        "consts": {"RULED_OUT": engine.RULED_OUT, "LIKELY": engine.LIKELY, "LIKELY_LEAD": engine.LIKELY_LEAD,
+                   "COUNTERS": engine.COUNTERS, "MIN_QUESTION_VALUE": engine.MIN_QUESTION_VALUE},
         "checks": checks, "causes": causes, "fixes": fixes,
         "facts": {name: fact_spec(kb, name) for name in sorted(facts)},
         # the engine breaks ties on the cheapest check of a fact across *all* symptoms

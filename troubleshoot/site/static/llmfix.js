@@ -825,6 +825,15 @@
       var ca = a.status === "confirmed" ? 1 : 0, cb = b.status === "confirmed" ? 1 : 0;
       return (b.score - a.score) || (cb - ca) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
     });
+    return contestedMadePossible(ranked, symptom.consts);
+  }
+
+  // _contested_made_possible(): likely only for a cause LIKELY_LEAD times every other cause's score
+  function contestedMadePossible(ranked, consts) {
+    ranked.forEach(function (c, i) {
+      var rival = ranked.length > 1 ? ranked[i === 0 ? 1 : 0].score : 0.0;
+      if (c.status === "likely" && c.score < consts.LIKELY_LEAD * rival) c.status = "possible";
+    });
     return ranked;
   }
 
