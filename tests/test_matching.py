@@ -211,7 +211,7 @@ def test_garbled_output_is_told_apart_by_when_it_starts(shipped_kb):
     position-encoding, and an answer said again and again stays repetition."""
     matcher = SymptomMatcher(shipped_kb)
     expected = {"outputs gibberish after LoRA fine-tuning": "save-export",
-                "微调完以后推理全是乱码": "save-export",
+                "lora微调后推理输出乱码": "save-export",
                 "gibberish once the prompt passes 8k tokens": "position-encoding",
                 "超过4k长度后输出乱码": "position-encoding",
                 "model repeats the same answer after fine-tuning": "repetition",
