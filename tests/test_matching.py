@@ -186,10 +186,10 @@ def test_a_confident_headline_outweighs_the_paste_below_it(shipped_kb):
 
 
 def test_how_a_loss_moves_is_shared_the_value_it_reaches_decides(shipped_kb):
-    """'reaches', 'suddenly turns to', 'went to' say how a loss moves in zero-loss and nan-loss
+    """'reaches' and 'went to' say how a loss moves in zero-loss and nan-loss
     reports alike; only the value it reaches (0 or NaN) tells the two apart."""
     matcher = SymptomMatcher(shipped_kb)
-    for verb in ("reaches", "suddenly turns to", "went to"):
+    for verb in ("reaches", "went to"):
         assert matcher.match_report(f"Loss {verb} 0 after the first epoch")[0].id == "zero-loss", verb
         assert matcher.match_report(f"Loss {verb} NaN after the first epoch")[0].id == "nan-loss", verb
 
