@@ -224,3 +224,38 @@ def test_a_confident_headline_outweighs_the_paste_below_it(shipped_kb):
     assert matcher.match_report(titled)[0].id == "loss-plateau"
     untitled = "Traceback (most recent call last):\n" + body
     assert [m.score for m in matcher.match_report(untitled)] == [m.score for m in matcher.match(prose(untitled))]
+
+
+def test_how_a_loss_moves_is_shared_the_value_it_reaches_decides(shipped_kb):
+    """'reaches' and 'went to' say how a loss moves in zero-loss and nan-loss
+    reports alike; only the value it reaches (0 or NaN) tells the two apart."""
+    matcher = SymptomMatcher(shipped_kb)
+    for verb in ("reaches", "went to"):
+        assert matcher.match_report(f"Loss {verb} 0 after the first epoch")[0].id == "zero-loss", verb
+        assert matcher.match_report(f"Loss {verb} NaN after the first epoch")[0].id == "nan-loss", verb
+
+
+def test_out_of_memory_said_of_training_is_a_system_failure(shipped_kb):
+    """'OOM' is in every eval-oom alias; said of an SFT, LoRA or full fine-tuning run it is a
+    training OOM (system-failure), and only an evaluation word makes it an eval OOM."""
+    matcher = SymptomMatcher(shipped_kb)
+    for query in ("OOM during a 70B SFT run", "LoRA training: CUDA out of memory",
+                  "full-parameter SFT runs out of GPU memory", "SFT训练时显存不足 OOM"):
+        assert matcher.match_report(query)[0].id == "system-failure", query
+    for query in ("OOM during the evaluation step", "评估时显存不足"):
+        assert matcher.match_report(query)[0].id == "eval-oom", query
+
+
+def test_garbled_output_is_told_apart_by_when_it_starts(shipped_kb):
+    """'乱码' and 'gibberish' are said of a broken saved or merged fine-tune and of a prompt past the
+    trained length: after fine-tuning it is the saved model (save-export), past a length it is
+    position-encoding, and an answer said again and again stays repetition."""
+    matcher = SymptomMatcher(shipped_kb)
+    expected = {"outputs gibberish after LoRA fine-tuning": "save-export",
+                "lora微调后推理输出乱码": "save-export",
+                "gibberish once the prompt passes 8k tokens": "position-encoding",
+                "超过4k长度后输出乱码": "position-encoding",
+                "model repeats the same answer after fine-tuning": "repetition",
+                "微调后一直重复回答": "repetition"}
+    for query, symptom in expected.items():
+        assert matcher.match_report(query)[0].id == symptom, query
