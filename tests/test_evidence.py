@@ -335,8 +335,14 @@ def test_negation_never_sets_a_fact_positively(kb, text, fact, expected):
 
 
 def test_disagreeing_phrases_leave_the_fact_unset(kb):
-    ex = extract(kb, "fp16 gives nan, fp32 works")
+    ex = extract(kb, "fp16 gives nan, bf16 gives nan too")
     assert "train.precision" not in ex.facts and "train.precision" in ex.ambiguous
+
+
+def test_the_run_that_worked_lends_this_run_no_setting(kb):
+    """'fp32 works' is another run (fp16overflow.fp32_ok is an other_run fact): this one is fp16."""
+    ex = extract(kb, "fp16 gives nan, fp32 works")
+    assert ex.facts["train.precision"].value == "fp16" and "train.precision" not in ex.ambiguous
 
 
 SIGNATURES = [
