@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 
 from rapidfuzz import fuzz, process
 
-from .fault_words import asks_without_fault
+from .fault_words import asks_without_fault, names_only_a_topic
 from .knowledge.cache import memo
 from .knowledge.model import KnowledgeBase
 from .prose import language, prose
@@ -216,7 +216,9 @@ class SymptomMatcher:
         through its numbers, which are not words).
         Weak: the best score is under WEAK_MATCH, or most of the English words the writer wrote
         (not code, identifiers or template text: ``prose.language``) are unknown, in a report
-        written mainly in English."""
+        written mainly in English, or the text is a one-line title naming only a method, model or
+        stage and no fault (``fault_words.names_only_a_topic``: "DPO training", "Qwen3 fine-tuning",
+        "LoRA merge"): the symptoms it is close to are listed, none is claimed."""
         query = bounded(query)
         if _REQUEST.search(first_line(query)):
             return "off-topic"
@@ -226,6 +228,8 @@ class SymptomMatcher:
         if not matches or matches[0].score < MIN_SCORE or not anchored:
             return "off-topic"
         if matches[0].score < WEAK_MATCH or self._mostly_unknown(language(query)):
+            return "weak"
+        if names_only_a_topic(prose(query)):
             return "weak"
         return "match"
 
