@@ -69,7 +69,7 @@ _METRIC_KEY = re.compile(r"(?:[\w/]{0,60}[_/])?(?:loss|losses|rewards?|kl|grad_n
 _READING = re.compile(r"[\x27\"]?(?:[-+]?\d|nan|inf|-inf|none|null)", re.IGNORECASE)  # a measured value, not a switch
 
 
-def _settings(text: str) -> str:
+def settings(text: str) -> str:
     """``text`` without the settings a pasted launch script assigns (a metric's reading stays)."""
     def drop(match: re.Match) -> str:
         key = match.group("key").rsplit(".", 1)[-1]
@@ -95,7 +95,7 @@ def overlaps(kb: KnowledgeBase, query: str, cause_ids: Iterable[str]) -> dict[st
     candidates = [cid for cid in dict.fromkeys(cause_ids) if cid in index["tf"]]
     if len(candidates) < 2:
         return {}
-    text = _FLAG.sub(" ", _settings(prose(bounded(query))))  # as the matcher reads a report: head and tail first
+    text = _FLAG.sub(" ", settings(prose(bounded(query))))  # as the matcher reads a report: head and tail first
     # Neither "train", "model" (every report says them) nor the words naming a candidate's
     # symptom ("nan", "loss" for a NaN loss) say which cause it is.
     naming = {tok for cid in candidates for tok in index["naming"][kb.causes[cid].symptom]}
