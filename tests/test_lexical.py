@@ -163,17 +163,3 @@ def test_a_pasted_launch_script_is_settings_not_words(kb):
     assert max(got, key=lambda cid: got[cid].factor).startswith("preference-divergence.")
     shared = {word for o in got.values() for word in o.words}
     assert not shared & {"node", "nnodes", "save", "timeout", "memory", "utilization", "rollout"}
-
-
-@pytest.mark.parametrize("text", ["fixed it by setting NCCL_P2P_LEVEL=NVL before torchrun",
-                                  "'reward': 0.0, reward=0, loss=nan, rewards/accuracy_reward=0.0",
-                                  "pl.Trainer(precision=16) gives nan, precision=32 is fine"])
-def test_a_setting_in_a_sentence_code_or_a_reading_stays(text):
-    assert lexical.settings(text) == text
-
-
-def test_settings_drop_overrides_environment_and_continued_lines():
-    got = lexical.settings("export NNODES=2\nswift rlhf --model x \\\n  num_generations=8 \\\n  beta=0.04\n"
-                           "actor_rollout_ref.actor.use_kl_loss=True kept words")
-    assert "NNODES" not in got and "num_generations" not in got and "beta=" not in got
-    assert "use_kl_loss" not in got and "kept words" in got and "swift rlhf" in got

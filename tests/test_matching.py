@@ -301,3 +301,15 @@ def test_a_conversion_gone_wrong_is_the_saved_model_parallel_sizes_make_it_tp(sh
     for query in ("different results with tensor parallel", "tp=2 和 tp=1 的 loss 不一样",
                   "merging tensor parallel shards to tp=1 changes outputs"):
         assert matcher.match_report(query)[0].id == "tp-mismatch", query
+
+
+def test_a_pasted_launch_script_does_not_pick_the_symptom(shipped_kb):
+    """A verl GRPO report with its launch script below: the script's settings (NCCL_DEBUG, nnodes,
+    timeout, save_freq) read as a distributed failure when matched as words; the story is RL."""
+    script = ("NCCL_DEBUG=WARN VLLM_USE_V1=1 python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo \\\n"
+              "  actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.gpu_memory_utilization=0.5 \\\n"
+              "  trainer.n_gpus_per_node=8 trainer.nnodes=2 trainer.save_freq=50 ray_init.timeout=3600\n")
+    report = f"verl GRPO: the reward stays flat for 300 steps and the validation score does not move\n{script}"
+    matcher = SymptomMatcher(shipped_kb)
+    assert matcher.match(prose(report))[0].id == "system-failure"   # what the words alone say
+    assert matcher.match_report(report)[0].id == "preference-divergence"

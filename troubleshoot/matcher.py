@@ -25,7 +25,7 @@ from rapidfuzz import fuzz, process
 from .fault_words import asks_without_fault, names_only_a_topic
 from .knowledge.cache import memo
 from .knowledge.model import KnowledgeBase
-from .prose import language, prose
+from .prose import language, prose, without_settings
 
 WORD_WEIGHT, PHRASE_WEIGHT = 0.6, 0.4
 MIN_SCORE = 0.25          # below this nothing matched
@@ -174,13 +174,14 @@ class SymptomMatcher:
 
     def match_report(self, report: str, limit: int | None = None) -> list[Match]:
         """``match`` on what a pasted report says (``prose``): its head and tail when long, without
-        template headings, links, paths and versions, which say nothing about the problem.
+        template headings, links, paths, versions and a pasted launch script's settings, which say
+        nothing about the problem.
 
         A report's first line is its headline (an issue title, "loss 不下降"): when it alone is a
         confident match (HEADLINE_MIN), it counts HEADLINE_WEIGHT of every score, so a pasted log below that
         mentions NaN, OOM or masks everywhere does not outvote what the writer said went wrong."""
         report = bounded(report)
-        ranked = self.match(prose(report))
+        ranked = self.match(without_settings(prose(report)))
         head = headline(report)
         heads = self.match(prose(head)) if head else []
         if heads and heads[0].score >= HEADLINE_MIN:
