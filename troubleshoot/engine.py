@@ -167,26 +167,17 @@ def _with_words(posterior: float, lines: list[EvidenceLine], overlap) -> tuple[f
 
 
 def twins(kb: KnowledgeBase) -> dict[str, set[str]]:
-    """Causes of other symptoms that are the same fault: they share a confirming condition
-    (``data.mask.binary == false`` confirms nan-loss.invalid-mask and mask-error.non-binary), or
-    the knowledge says so (``same_fault``, for faults no single measurement confirms: an init std
-    too large is one fault whether it shows as NaN, spikes or a bad start). Declared twins are
-    each other's twins both ways, and a twin's twin is a twin."""
+    """Causes of other symptoms that the knowledge declares the same fault (``same_fault``): an
+    init std too large is one fault whether it shows as NaN, spikes or a bad start. Declared twins
+    are each other's twins both ways, and a twin's twin is a twin. A shared confirming condition
+    makes no twins: "pinning the previous release fixes it" confirms the framework regression of
+    every symptom, and a regression that NaNs is not the bug that loops; a fault one measurement
+    confirms under two symptoms (``data.mask.binary == false``) is declared like any other."""
     groups: dict[str, set[str]] = {cid: {cid} for cid in kb.causes}
-
-    def join(ids: set[str]) -> None:
-        merged = set().union(*(groups[i] for i in ids))
+    for cause in kb.causes.values():
+        merged = set().union(*(groups[i] for i in {cause.id, *cause.same_fault} if i in kb.causes))
         for i in merged:
             groups[i] = merged
-
-    by_condition: dict[str, set[str]] = {}
-    for cause in kb.causes.values():
-        for ev in cause.evidence:
-            if ev.confirms:
-                by_condition.setdefault(ev.when.source, set()).add(cause.id)
-        join({cause.id, *(t for t in cause.same_fault if t in kb.causes)})
-    for ids in by_condition.values():
-        join(ids)
     return {cid: {i for i in group if kb.causes[i].symptom != kb.causes[cid].symptom}
             for cid, group in groups.items() if len(group) > 1}
 
@@ -196,7 +187,8 @@ def _one_report_per_fault(ranked: list[RankedCause], twin_ids: Mapping[str, set[
     """One entry per fault. Of twins, the one listed is the twin under the symptom that fits the
     report best (weight, then how well it matched, then its own score); it is ranked at the best
     score any twin reached (with that twin's status), so folding never loses the better-supported
-    twin's evidence. The others are named in its ``same_fault``."""
+    twin's evidence. Its ``same_fault`` names every declared twin, on the table or not, and only
+    those."""
     by_id = {c.id: c for c in ranked}
     kept, folded = [], set()
     for cause in sorted(ranked, key=lambda c: (-c.weight, -fit.get(c.symptom, 0.0), -c.score, c.id)):
@@ -206,8 +198,8 @@ def _one_report_per_fault(ranked: list[RankedCause], twin_ids: Mapping[str, set[
         best = max([cause, *group], key=lambda c: (c.score, c.status == "confirmed"))
         if best is not cause:
             cause.score, cause.status, cause.scored_as = best.score, best.status, best.id
-        cause.same_fault = [c.id for c in group]
-        folded.update(cause.same_fault)
+        cause.same_fault = sorted(twin_ids.get(cause.id, ()))
+        folded.update(c.id for c in group)
         kept.append(cause)
     return kept
 
