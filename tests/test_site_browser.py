@@ -234,6 +234,15 @@ def _fresh(drv, site: Path, sid: str = "nan-loss") -> None:
     open_page(drv, site / "symptoms" / f"{sid}.html")
 
 
+def _answer_first(drv) -> tuple[str, object]:
+    """Give the next question its first answer (yes, or the first choice): (fact, value as Python sees it)."""
+    nxt = drv.find_element(By.CSS_SELECTOR, "#ts-ask .ts-next")
+    button = nxt.find_element(By.CSS_SELECTOR, 'button[data-answer]:not([data-answer="unknown"])')
+    fact, answer = nxt.get_attribute("data-fact"), button.get_attribute("data-answer")
+    button.click()
+    return fact, {"yes": True, "no": False}.get(answer, answer)
+
+
 def _answers(drv) -> list[tuple[str, str]]:
     return [(li.find_element(By.CSS_SELECTOR, "button.undo").get_attribute("data-undo"),
              li.find_element(By.TAG_NAME, "strong").text) for li in drv.find_elements(By.CSS_SELECTOR, ".ts-answers li")]
@@ -269,9 +278,8 @@ def test_change_asks_the_question_again(driver, mini):
 def test_focus_and_announcement_after_an_answer(driver, shipped):
     kb, site = shipped
     _fresh(driver, site)
-    fact = driver.find_element(By.CSS_SELECTOR, "#ts-ask .ts-next").get_attribute("data-fact")
     assert driver.find_element(By.ID, "ts-announce").get_attribute("aria-live") == "polite"
-    driver.find_element(By.CSS_SELECTOR, '#ts-ask .ts-next button[data-answer="yes"]').click()
+    fact, value = _answer_first(driver)
     focused = driver.switch_to.active_element
     assert "ts-q" in focused.get_attribute("class").split()
     nxt = driver.find_element(By.CSS_SELECTOR, "#ts-ask .ts-next")
@@ -279,7 +287,7 @@ def test_focus_and_announcement_after_an_answer(driver, shipped):
     from troubleshoot.engine import State, open_questions, rank
     from troubleshoot.observations import Fact
 
-    state = State(kb, {"nan-loss": 1.0}, {fact: Fact(fact, True, "user")})
+    state = State(kb, {"nan-loss": 1.0}, {fact: Fact(fact, value, "user")})
     top, question = rank(state)[0], open_questions(state)[0]
     assert nxt.get_attribute("data-fact") == question.fact
     pct = f"{100 * top.score:.0f}%"
@@ -307,8 +315,7 @@ def test_live_top_three_is_on_screen_after_a_tap_on_a_phone(phone, shipped):
     kb, site = shipped
     _fresh(phone, site)
     assert not phone.find_elements(By.CSS_SELECTOR, ".ts-live")     # nothing answered yet
-    fact = phone.find_element(By.CSS_SELECTOR, "#ts-ask .ts-next").get_attribute("data-fact")
-    phone.find_element(By.CSS_SELECTOR, '#ts-ask .ts-next button[data-answer="yes"]').click()
+    fact, value = _answer_first(phone)
     live = phone.find_element(By.CSS_SELECTOR, ".ts-live")
     assert live.is_displayed()
     box, header, height = phone.execute_script(
@@ -316,7 +323,7 @@ def test_live_top_three_is_on_screen_after_a_tap_on_a_phone(phone, shipped):
         " document.querySelector('.top').getBoundingClientRect().bottom, window.innerHeight]", live)
     assert header <= box[0] and box[1] <= height, (box, header, height)
     shown = [li.get_attribute("data-cause") for li in live.find_elements(By.CSS_SELECTOR, "li[data-cause]")]
-    assert shown == [c for c, _ in _python_view(kb, "nan-loss", {fact: True}, set())[0][:3]]
+    assert shown == [c for c, _ in _python_view(kb, "nan-loss", {fact: value}, set())[0][:3]]
     # on a desktop the full ranking sits beside the question: no second copy
     viewport(phone, DESKTOP)
     assert not live.is_displayed()
@@ -337,7 +344,9 @@ def test_tree_list_view_and_highlight(driver, shipped):
     assert len(lit) == sum(1 for ev in cause.evidence for _ in ev.when.facts)
     labels = driver.find_elements(By.CSS_SELECTOR, "svg.tree g.lab.on")
     assert labels and all(g.is_displayed() and g.get_attribute("data-c") == cause.id for g in labels)
-    # keyboard focus on a question lights that question's lines
+    # keyboard focus on a question lights that question's lines (the pointer left the cause first)
+    ActionChains(driver).move_to_element(driver.find_element(By.TAG_NAME, "h1")).perform()
+    assert not driver.find_elements(By.CSS_SELECTOR, "svg.tree path.on")
     question = driver.find_element(By.CSS_SELECTOR, "svg.tree a.n-q")
     driver.execute_script("arguments[0].focus()", question)
     assert {p.get_attribute("data-q") for p in driver.find_elements(By.CSS_SELECTOR, "svg.tree path.on")} == \
