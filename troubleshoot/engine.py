@@ -9,7 +9,8 @@ number can be recomputed by hand. Causes are scored independently: two bugs can 
 
 Statuses come from evidence, never from a prior alone: ``untested`` until some item applied a
 factor other than 1, ``ruled-out`` only when factors below 1 took the score under RULED_OUT,
-``likely`` only for a cause at LIKELY or above that leads its symptom's other causes by LIKELY_LEAD.
+``likely`` only for a cause at LIKELY or above that leads its symptom's other causes (and its
+``alternatives`` under other symptoms) by LIKELY_LEAD.
 
 Question order: ask the unknown fact whose answer could move the causes most per unit of effort,
 ``sum_c weight(symptom) * P(c) * |ln lr - ln else_lr|`` over the evidence that reads it, divided by
@@ -138,19 +139,43 @@ def rank(state: State) -> list[RankedCause]:
                 cause.sources, cause.summary, posterior, weight))
     ranked = _one_report_per_fault(ranked, twins(state.kb), state.fit)
     ranked.sort(key=lambda c: (-c.score, c.status != "confirmed", c.id))
-    return _contested_made_possible(ranked)
+    return _contested_made_possible(ranked, alternatives(state.kb))
 
 
-def _contested_made_possible(ranked: list[RankedCause]) -> list[RankedCause]:
-    """``likely`` only for a cause that scores LIKELY_LEAD times every other cause of its symptom.
-    Causes of one symptom compete to explain the same failure: when two fit about equally well,
-    the evidence has not told them apart, and calling either likely sends the user to fix the
-    wrong one half the time. Causes of different symptoms can both be present (weights x100 also
-    overflow fp16), so they do not contest each other; confirmed causes keep their status."""
+def alternatives(kb: KnowledgeBase) -> dict[str, set[str]]:
+    """Causes of other symptoms that one condition confirms alike, and that are not declared one
+    fault: "the previous release works" confirms the framework regression of every symptom, so
+    the evidence that lifts one lifts all, and only the symptom weights tell them apart."""
+    by_condition: dict[str, set[str]] = {}
+    for cause in kb.causes.values():
+        for ev in cause.evidence:
+            if ev.confirms:
+                by_condition.setdefault(ev.when.source, set()).add(cause.id)
+    same = twins(kb)
+    out: dict[str, set[str]] = {}
+    for ids in by_condition.values():
+        for cid in ids:
+            others = {i for i in ids if kb.causes[i].symptom != kb.causes[cid].symptom} - same.get(cid, set())
+            if others:
+                out.setdefault(cid, set()).update(others)
+    return out
+
+
+def _contested_made_possible(ranked: list[RankedCause],
+                             alternative: Mapping[str, set[str]] | None = None) -> list[RankedCause]:
+    """``likely`` only for a cause that scores LIKELY_LEAD times every other cause of its symptom
+    and every alternative of it (``alternatives``). Causes of one symptom compete to explain the
+    same failure: when two fit about equally well, the evidence has not told them apart, and
+    calling either likely sends the user to fix the wrong one half the time. Causes of different
+    symptoms can both be present (weights x100 also overflow fp16), so they do not contest each
+    other, unless one condition confirms both: a version regression that may be the zero loss's or
+    the NaN's is not known to be either. Confirmed causes keep their status."""
+    alternative = alternative or {}
     for cause in ranked:
         if cause.status != "likely":
             continue
-        rival = max((c.score for c in ranked if c.symptom == cause.symptom and c is not cause), default=0.0)
+        rival = max((c.score for c in ranked if c is not cause and
+                     (c.symptom == cause.symptom or c.id in alternative.get(cause.id, ()))), default=0.0)
         if cause.score < LIKELY_LEAD * rival:
             cause.status = "possible"
     return ranked
