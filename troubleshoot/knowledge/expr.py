@@ -126,7 +126,7 @@ class Expr:
             children = [node.left, *node.comparators]
         elif isinstance(node, (ast.List, ast.Tuple)):
             children = node.elts
-        elif _is_unknown_call(node):
+        elif is_unknown_call(node):
             children = node.args  # the one fact it asks about: read, so questions and lint see it
         elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
               and node.func.id in FUNCTIONS and not node.keywords):
@@ -187,7 +187,7 @@ class Expr:
             return True
         if isinstance(node, (ast.List, ast.Tuple)):
             return [self._eval(e, facts) for e in node.elts]
-        if _is_unknown_call(node):
+        if is_unknown_call(node):
             return facts.get(dotted_name(node.args[0])) is None
         if isinstance(node, ast.Call):
             return FUNCTIONS[node.func.id](*(self._eval(a, facts) for a in node.args))
@@ -199,7 +199,7 @@ UNKNOWN = "unknown"  # unknown(fact): true while the fact has no value. An item 
 # that gives both counts the observation once (docs/calibration.md, "No double counting").
 
 
-def _is_unknown_call(node: ast.AST) -> bool:
+def is_unknown_call(node: ast.AST) -> bool:
     return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == UNKNOWN
             and not node.keywords and len(node.args) == 1 and dotted_name(node.args[0]) is not None
             and dotted_name(node.args[0]) not in CONSTANTS)
