@@ -146,3 +146,20 @@ def test_a_description_keeps_only_the_fact_words_that_support_the_cause():
     words = lexical.description(kb, kb.causes["preference-divergence.reward-hacking"]).split("\n")
     assert "GRPO" in words and "PPOTrainer" in words
     assert "DPO" not in words and "DPOTrainer" not in words
+
+
+def test_a_pasted_launch_script_is_settings_not_words(kb):
+    """A verl launch script's Hydra overrides and the environment it sets ("node", "save",
+    "timeout", "memory") are no words of the story: the report below shares them with the
+    collective-timeout and rollout-memory causes only through the script, and they stop counting."""
+    causes = [c.id for sid in ("system-failure", "preference-divergence") for c in kb.symptoms[sid].causes]
+    script = ("NCCL_DEBUG=WARN VLLM_USE_V1=1 python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo \\\n"
+              "  actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.gpu_memory_utilization=0.5 \\\n"
+              "  trainer.n_gpus_per_node=8 trainer.nnodes=2 trainer.save_freq=50 ray_init.timeout=3600 \\\n"
+              "  trainer.default_local_dir=ckpt save_steps=100\n")
+    story = "verl GRPO: the reward stays flat for 300 steps and the validation score does not move"
+    got = lexical.overlaps(kb, f"{story}\n{script}", causes)
+    assert got["system-failure.nccl-timeout"].factor <= 1 and got["system-failure.rollout-engine-memory"].factor <= 1
+    assert max(got, key=lambda cid: got[cid].factor).startswith("preference-divergence.")
+    shared = {word for o in got.values() for word in o.words}
+    assert not shared & {"node", "nnodes", "save", "timeout", "memory", "utilization", "rollout"}

@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from troubleshoot.fault_words import asks_without_fault, names_a_fault
+from troubleshoot.fault_words import asks_without_fault, names_a_fault, names_only_a_topic
 from troubleshoot.matcher import SymptomMatcher, match_tokens, normalize, tokens
 from troubleshoot.prose import prose
 
@@ -259,3 +259,57 @@ def test_garbled_output_is_told_apart_by_when_it_starts(shipped_kb):
                 "微调后一直重复回答": "repetition"}
     for query, symptom in expected.items():
         assert matcher.match_report(query)[0].id == symptom, query
+
+
+def test_a_title_that_names_only_a_topic_is_not_claimed(shipped_kb):
+    """A one-line title that names a method, model, framework or stage and no fault ("DPO training",
+    "Qwen3 fine-tuning", "关于微调的问题") is a topic, not a report: the symptoms it is close to are
+    listed (weak), none is claimed. The same topic told with a fault, or with a body below it, is
+    matched as before."""
+    matcher = SymptomMatcher(shipped_kb)
+
+    def verdict(query):
+        return matcher.verdict(query, matcher.match_report(query))
+
+    for topic in ("DPO training", "GRPO training", "Qwen2.5-VL SFT", "LoRA merge", "DeepSpeed ZeRO-3",
+                  "MoE router", "gradient checkpointing", "tensor parallel", "long context training",
+                  "What rewards have you used in the grpo?", "The training log", "Pre-training dataset format",
+                  "关于微调的问题", "DeepSpeed和Lora的结合", "长文本能力问题", "预训练数据的格式"):
+        assert names_only_a_topic(topic), topic
+        assert verdict(topic) in ("weak", "off-topic"), topic
+    for told in ("DPO training: rewards/chosen keeps going down", "GRPO training reward stays flat",
+                 "LoRA merge gives gibberish", "MoE router collapse", "tensor parallel gives wrong outputs",
+                 "DPO training\nchosen and rejected rewards both decrease and the model repeats itself",
+                 "长文本训练后输出乱码", "loss nan", "grad_norm: nan"):
+        assert not names_only_a_topic(told), told
+        assert verdict(told) == "match", told
+    # a topic word list is no symptom list: what a title says went wrong is never a topic word
+    for report in ("Begin training loss a little high", "FSDP backend OOMs during resume",
+                   "Qwen3 reasoning ability disappears", "微调后效果比原本的模型差很多",
+                   "When using GRPO for training, the loss is 0.", "ValueError: rope_scaling must be a dictionary"):
+        assert names_a_fault(report) and not names_only_a_topic(report), report
+
+
+def test_a_conversion_gone_wrong_is_the_saved_model_parallel_sizes_make_it_tp(shipped_kb):
+    """Converting a checkpoint between formats (HF, Megatron, GGUF) and getting a wrong model is a
+    save/export fault; the same conversion told with tensor or pipeline parallel sizes is tp-mismatch."""
+    matcher = SymptomMatcher(shipped_kb)
+    for query in ("Llama3 conversion to HF does not work", "Megatron-LM权重转hf格式后输出不对",
+                  "HF-to-Megatron conversion for Qwen2.5 models gives wrong logits",
+                  "converted model produces gibberish", "Unable to convert Mistral-7B-OpenOrca to GGUF"):
+        assert matcher.match_report(query)[0].id == "save-export", query
+    for query in ("different results with tensor parallel", "tp=2 和 tp=1 的 loss 不一样",
+                  "merging tensor parallel shards to tp=1 changes outputs"):
+        assert matcher.match_report(query)[0].id == "tp-mismatch", query
+
+
+def test_a_pasted_launch_script_does_not_pick_the_symptom(shipped_kb):
+    """A verl GRPO report with its launch script below: the script's settings (NCCL_DEBUG, nnodes,
+    timeout, save_freq) read as a distributed failure when matched as words; the story is RL."""
+    script = ("NCCL_DEBUG=WARN VLLM_USE_V1=1 python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo \\\n"
+              "  actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.gpu_memory_utilization=0.5 \\\n"
+              "  trainer.n_gpus_per_node=8 trainer.nnodes=2 trainer.save_freq=50 ray_init.timeout=3600\n")
+    report = f"verl GRPO: the reward stays flat for 300 steps and the validation score does not move\n{script}"
+    matcher = SymptomMatcher(shipped_kb)
+    assert matcher.match(prose(report))[0].id == "system-failure"   # what the words alone say
+    assert matcher.match_report(report)[0].id == "preference-divergence"

@@ -2,8 +2,10 @@
 
 The bodies are written for these tests in the style of the transformers, LLaMA-Factory and
 DeepSpeed issue templates: a long, clear report must be matched, not called a guess."""
+import pytest
+
 from troubleshoot.matcher import SymptomMatcher
-from troubleshoot.prose import language, prose
+from troubleshoot.prose import language, prose, without_settings
 
 TRANSFORMERS_STYLE = """\
 ### System Info
@@ -116,3 +118,17 @@ def test_a_report_of_unknown_words_is_still_weak(shipped_kb):
                   "the chatbot answers politely but customers complain about the tone in emails"):
         query = f"### Reproduction\n\n{words}\n\n### Expected behavior\n\n- [x] I searched the issues"
         assert matcher.verdict(query, matcher.match_report(query)) == "weak", words
+
+
+@pytest.mark.parametrize("text", ["fixed it by setting NCCL_P2P_LEVEL=NVL before torchrun",
+                                  "'reward': 0.0, reward=0, loss=nan, rewards/accuracy_reward=0.0",
+                                  "pl.Trainer(precision=16) gives nan, precision=32 is fine"])
+def test_a_setting_in_a_sentence_code_or_a_reading_stays(text):
+    assert without_settings(text) == text
+
+
+def test_settings_drop_overrides_environment_and_continued_lines():
+    got = without_settings("export NNODES=2\nswift rlhf --model x \\\n  num_generations=8 \\\n  beta=0.04\n"
+                            "actor_rollout_ref.actor.use_kl_loss=True kept words")
+    assert "NNODES" not in got and "num_generations" not in got and "beta=" not in got
+    assert "use_kl_loss" not in got and "kept words" in got and "swift rlhf" in got

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field, replace
 
 from rapidfuzz import fuzz, process
 
-from .fault_words import asks_without_fault
+from .fault_words import asks_without_fault, names_only_a_topic
 from .knowledge.cache import memo
 from .knowledge.model import KnowledgeBase
-from .prose import language, prose
+from .prose import language, prose, without_settings
 
 WORD_WEIGHT, PHRASE_WEIGHT = 0.6, 0.4
 MIN_SCORE = 0.25          # below this nothing matched
@@ -174,13 +174,14 @@ class SymptomMatcher:
 
     def match_report(self, report: str, limit: int | None = None) -> list[Match]:
         """``match`` on what a pasted report says (``prose``): its head and tail when long, without
-        template headings, links, paths and versions, which say nothing about the problem.
+        template headings, links, paths, versions and a pasted launch script's settings, which say
+        nothing about the problem.
 
         A report's first line is its headline (an issue title, "loss 不下降"): when it alone is a
         confident match (HEADLINE_MIN), it counts HEADLINE_WEIGHT of every score, so a pasted log below that
         mentions NaN, OOM or masks everywhere does not outvote what the writer said went wrong."""
         report = bounded(report)
-        ranked = self.match(prose(report))
+        ranked = self.match(without_settings(prose(report)))
         head = headline(report)
         heads = self.match(prose(head)) if head else []
         if heads and heads[0].score >= HEADLINE_MIN:
@@ -216,7 +217,9 @@ class SymptomMatcher:
         through its numbers, which are not words).
         Weak: the best score is under WEAK_MATCH, or most of the English words the writer wrote
         (not code, identifiers or template text: ``prose.language``) are unknown, in a report
-        written mainly in English."""
+        written mainly in English, or the text is a one-line title naming only a method, model or
+        stage and no fault (``fault_words.names_only_a_topic``: "DPO training", "Qwen3 fine-tuning",
+        "LoRA merge"): the symptoms it is close to are listed, none is claimed."""
         query = bounded(query)
         if _REQUEST.search(first_line(query)):
             return "off-topic"
@@ -226,6 +229,8 @@ class SymptomMatcher:
         if not matches or matches[0].score < MIN_SCORE or not anchored:
             return "off-topic"
         if matches[0].score < WEAK_MATCH or self._mostly_unknown(language(query)):
+            return "weak"
+        if names_only_a_topic(prose(query)):
             return "weak"
         return "match"
 

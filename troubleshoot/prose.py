@@ -140,3 +140,36 @@ def _template_line(line: str) -> bool:
         return False
     key, value = env.group("key").strip().lower(), line[env.end():].strip()
     return bool(_ENV_KEYS.search(key) or (_PACKAGE_VERSION.match(value) and not _METRIC.search(key)))
+
+
+# A pasted launch script's settings say nothing about what went wrong: the Hydra overrides of verl / OpenRLHF
+# (`actor_rollout_ref.rollout.gpu_memory_utilization=0.6`, `trainer.n_gpus_per_node=8`) and, on
+# a command's lines (one the shell continues with a backslash, the line that ends it, one that
+# starts by setting the environment: `NPROC_PER_NODE=2 swift rlhf ...`, `export NNODES=1`),
+# every `key=value`. Their keys ("node", "gpus", "save", "rollout", "memory") would be shared
+# with whichever causes' descriptions quote such scripts (a collective timeout, a rollout
+# engine's memory), whatever the report is about. A keyword argument in code (`precision=16`),
+# a setting named in a sentence ("fixed by setting NCCL_P2P_LEVEL=NVL") and a metric's reading
+# (`reward=0`) stay.
+_DOTTED_ASSIGNMENT = re.compile(r"(?<![\w./\[-])(?P<key>[A-Za-z_][\w\[\]/-]{0,80}(?:\.[\w\[\]/-]{1,80}){1,12})"
+                                r"=(?!=)(?P<value>\S{0,300})")
+_ASSIGNMENT = re.compile(r"(?<![\w./\[-])(?P<key>[A-Za-z_][\w.\[\]/-]{0,150})=(?!=)(?P<value>\S{0,300})")
+_CONTINUED = re.compile(r"\\[ \t]{0,8}$")   # a shell line ending in a backslash: the command goes on
+_SETS_ENVIRONMENT = re.compile(r"^[ \t>$]{0,12}(?:export[ \t]{1,4})?[A-Z][A-Z0-9_]{1,80}=")
+_METRIC_KEY = re.compile(r"(?:[\w/]{0,60}[_/])?(?:loss|losses|rewards?|kl|grad_norm|entropy|acc|accuracy|score)",
+                         re.IGNORECASE)
+_READING = re.compile(r"[\x27\"]?(?:[-+]?\d|nan|inf|-inf|none|null)", re.IGNORECASE)  # a measured value, not a switch
+
+
+def without_settings(text: str) -> str:
+    """``text`` without the settings a pasted launch script assigns (a metric's reading stays)."""
+    def drop(match: re.Match) -> str:
+        key = match.group("key").rsplit(".", 1)[-1]
+        reading = _METRIC_KEY.fullmatch(key) and _READING.match(match.group("value"))
+        return match.group(0) if reading else " "
+    lines, continued = [], False
+    for line in text.split("\n"):
+        command = continued or _CONTINUED.search(line) or _SETS_ENVIRONMENT.match(line)
+        lines.append(_ASSIGNMENT.sub(drop, line) if command else line)
+        continued = bool(_CONTINUED.search(line))
+    return _DOTTED_ASSIGNMENT.sub(drop, "\n".join(lines))

@@ -28,7 +28,7 @@ from .. import matcher
 from ..knowledge.cache import memo
 from ..knowledge.model import Cause, KnowledgeBase
 from ..matcher import GENERIC, bounded, normalize, tokens
-from ..prose import prose
+from ..prose import prose, without_settings
 
 K1, B = 1.2, 0.75    # BM25's usual term saturation and length normalisation
 ALPHA = 2.0          # the best-sharing candidate's factor is e^ALPHA ...
@@ -64,7 +64,7 @@ def overlaps(kb: KnowledgeBase, query: str, cause_ids: Iterable[str]) -> dict[st
     candidates = [cid for cid in dict.fromkeys(cause_ids) if cid in index["tf"]]
     if len(candidates) < 2:
         return {}
-    text = _FLAG.sub(" ", prose(bounded(query)))  # as the matcher reads a report: head and tail first
+    text = _FLAG.sub(" ", without_settings(prose(bounded(query))))  # as the matcher reads a report: head and tail first
     # Neither "train", "model" (every report says them) nor the words naming a candidate's
     # symptom ("nan", "loss" for a NaN loss) say which cause it is.
     naming = {tok for cid in candidates for tok in index["naming"][kb.causes[cid].symptom]}
