@@ -72,3 +72,20 @@ def test_no_shipped_fix_step_shows_a_fact_name_when_its_facts_are_unknown(shippe
             slots = [Expr(src).facts for _, src, _ in split_template(step) if src]
             for name in set().union(*slots) if slots else ():
                 assert name in missing and name not in text, f"{fix.id}: {text!r}"
+
+
+def test_unknown_is_true_only_while_the_fact_has_no_value():
+    """``unknown(fact)``: an item that stands in for a more direct fact (AMP for an fp16 run) reads
+    it only while that fact is missing, so a report that gives both counts it once."""
+    expr = Expr("train.amp_autocast == true and unknown(train.precision)")
+    assert expr.facts == {"train.amp_autocast", "train.precision"}
+    assert expr.evaluate({"train.amp_autocast": True}) is True
+    assert expr.evaluate({"train.amp_autocast": True, "train.precision": "fp16"}) is False
+    with pytest.raises(Unknown):
+        expr.evaluate({"train.precision": "fp16"})  # the AMP fact itself is still needed
+
+
+@pytest.mark.parametrize("source", ["unknown(1)", "unknown(a.b, c.d)", "unknown(true)", "unknown(a.b + 1)"])
+def test_unknown_takes_one_fact_name(source):
+    with pytest.raises(ExprError):
+        Expr(source)

@@ -4,11 +4,14 @@ traceback or config sets, and near misses that must push a cause down. The repor
 these tests in the words public reports use."""
 from __future__ import annotations
 
+import math
+
 import pytest
 from asking import answer, causes, entry, ranked
 
-from troubleshoot.engine import twins
+from troubleshoot.engine import applied_factors, score_cause, twins
 from troubleshoot.evidence import extract
+from troubleshoot.observations import Fact
 
 VERL = """python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo \\
     actor_rollout_ref.actor.ppo_mini_batch_size={mini} \\
@@ -114,6 +117,41 @@ def test_the_chinese_report_ranks_it_top_three():
 def test_a_zero_grpo_loss_with_a_live_gradient_stays_by_design():
     causes = ranked("GRPO training: loss is 0.0 at the start, grad_norm around 0.3, reward slowly rising")
     assert causes[0] == "zero-loss.rl-loss-by-design"
+
+
+def _product(shipped_kb, cause_id: str, **values) -> float:
+    """The product of the factors a cause's evidence applies to these facts (as the user's answers)."""
+    cause = shipped_kb.causes[cause_id]
+    facts = {name.replace("__", "."): Fact(name.replace("__", "."), value) for name, value in values.items()}
+    _, lines, _ = score_cause(cause, facts)
+    return math.prod(applied_factors(lines))
+
+
+@pytest.mark.parametrize("cause, ratio", [
+    ("nan-loss.fp16-on-bf16-model", 6), ("zero-loss.fp16-kernel-overflow", 6), ("fp16-overflow.bf16-weights-in-fp16", 6),
+])
+def test_fp16_on_a_bf16_release_counts_the_precision_once(shipped_kb, cause, ratio):
+    """"fp16" is one observation, whether a config says it, the text, or the AMP switch beside it:
+    a bf16 release run in fp16 is worth its ratio once (docs/calibration.md, "No double counting");
+    it was x15 and x12 when the fp16 gate's other side and the bf16-release item both counted fp16."""
+    fp16 = {"train__precision": "fp16", "model__pretrained_dtype": "bf16"}
+    assert _product(shipped_kb, cause, **fp16) == pytest.approx(ratio)
+    assert _product(shipped_kb, cause, **fp16, train__amp_autocast=True) == pytest.approx(ratio)
+
+
+@pytest.mark.parametrize("cause", ["nan-loss.fp16-on-bf16-model", "nan-loss.overflow-step-skipped"])
+def test_amp_stands_for_fp16_only_while_the_precision_is_not_given(shipped_kb, cause):
+    alone = _product(shipped_kb, cause, train__amp_autocast=True)
+    assert alone > 1
+    for precision in ("fp16", "bf16"):
+        assert _product(shipped_kb, cause, train__precision=precision, train__amp_autocast=True) == \
+            pytest.approx(_product(shipped_kb, cause, train__precision=precision))
+
+
+def test_a_mask_fill_read_under_fp16_counts_fp16_once(shipped_kb):
+    """The setup probe reads an unsafe mask fill only in an fp16 run: the fill is worth x20, not x40."""
+    assert _product(shipped_kb, "mask-error.unsafe-fill-value", mask__additive_fill_unsafe=True,
+                    train__precision="fp16") == pytest.approx(20)
 
 
 def test_zero_loss_from_fp16_on_a_bf16_model_is_one_fault_with_its_other_views(shipped_kb):

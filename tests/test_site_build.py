@@ -548,6 +548,7 @@ def test_expression_trees_cover_the_whitelist():
     tree = expr_tree("not (a.b in [1, 'x']) and -c.d ** 2 % 3 <= max(1, e.f) < 4 or none")
     assert tree["k"] == "bool" and tree["op"] == "or"
     assert tree["vs"][1] == {"k": "const", "t": "none", "v": None}
+    assert expr_tree("a.b == true and unknown(c.d)")["vs"][1] == {"k": "unknown", "n": "c.d"}
     from troubleshoot.knowledge.expr import ExprError
 
     with pytest.raises(ExprError):

@@ -259,13 +259,15 @@ def test_on_real_ambiguous_reports_the_best_symptoms_cause_comes_first(shipped_k
     assert total >= 10 and hits >= 0.9 * total, f"{hits} of {total}"
 
 
-def with_mask_twin(mini_root, prior: float):
-    """The mini knowledge plus loss-spike.mask-values, the twin of nan-loss.invalid-mask."""
+def with_mask_twin(mini_root, prior: float, declared: bool = True):
+    """The mini knowledge plus loss-spike.mask-values, confirmed by the condition that confirms
+    nan-loss.invalid-mask, and declared its twin (``declared``) or not."""
+    twin = "    same_fault: [nan-loss.invalid-mask]\n" if declared else ""
     (mini_root / "rules" / "loss-spike.yaml").write_text(SPIKE + f"""\
   - id: loss-spike.mask-values
     title: Mask values other than 0/1
     prior: {prior}
-    evidence:
+{twin}    evidence:
       - when: data.mask.binary == false
         lr: 30
         confirms: true
@@ -286,9 +288,60 @@ def test_one_fault_confirmed_under_two_symptoms_is_reported_once(kb, mini_root):
     assert kept.same_fault == ["loss-spike.mask-values"] and kept.to_json()["same_fault"] == ["loss-spike.mask-values"]
 
 
+def test_a_shared_confirming_condition_alone_makes_no_twins(kb, mini_root):
+    """"An older release works" confirms the framework regression of every symptom, yet the
+    regression that NaNs is not the one that spikes: sharing a confirming condition makes two
+    causes neither folded nor each other's ``same_fault``; only a declaration does."""
+    kb = with_mask_twin(mini_root, 0.05, declared=False)
+    assert "nan-loss.invalid-mask" not in twins(kb)
+    diag = diagnose(kb, {"nan-loss": 0.9, "loss-spike": 0.9}, answers=user(data__mask__binary=False))
+    shown = {c.id: c for c in diag.causes}
+    assert {"nan-loss.invalid-mask", "loss-spike.mask-values"} <= set(shown)
+    assert shown["nan-loss.invalid-mask"].same_fault == [] and shown["loss-spike.mask-values"].same_fault == []
+
+
+@pytest.mark.parametrize("shared, status", [(True, "possible"), (False, "likely")])
+def test_causes_one_condition_confirms_alike_contest_likely_across_symptoms(kb, mini_root, shared, status):
+    """The regression that NaNs and the one that spikes are confirmed by the same "the previous
+    release works": evidence that lifts one lifts both, so the NaN one is not likely while the
+    spike one scores higher (0.53 against 0.81), though causes of two symptoms do not contest."""
+    rule = mini_root / "rules" / "nan-loss.yaml"
+    said = "        says: A mask value other than 0/1 reaches the softmax.\n"
+    rule.write_text(rule.read_text().replace(said, said + '      - when: train.precision == "fp16"\n        lr: 10\n'))
+    confirm = "data.mask.binary == false" if shared else "nanloss.early"
+    (mini_root / "rules" / "loss-spike.yaml").write_text(SPIKE + f"""\
+  - id: loss-spike.regression
+    title: A release regression
+    prior: 0.3
+    evidence:
+      - when: {confirm}
+        lr: 30
+        confirms: true
+      - when: train.precision == "fp16"
+        lr: 10
+    fixes: [fix-lower-lr]
+    sources: ["https://github.com/liguodongiot/llm-action"]
+""")
+    kb, problems = load_with_problems(mini_root)
+    assert not problems, problems
+    diag = diagnose(kb, {"nan-loss": 0.9, "loss-spike": 0.9}, answers=user(train__precision="fp16"))
+    assert cause(diag, "nan-loss.invalid-mask").score == pytest.approx(10 / 9 / (1 + 10 / 9))
+    assert cause(diag, "nan-loss.invalid-mask").status == status
+    assert cause(diag, "loss-spike.regression").status == "likely"
+
+
+def test_same_fault_names_the_declared_twins_also_off_the_table(kb, mini_root):
+    """The NaN report alone leaves loss-spike off the table; its declared twin is still named (both
+    ways: the declaration is on the loss-spike side), and an undeclared cause never is."""
+    kb = with_mask_twin(mini_root, 0.05)
+    diag = diagnose(kb, {"nan-loss": 0.9})
+    assert cause(diag, "nan-loss.invalid-mask").to_json()["same_fault"] == ["loss-spike.mask-values"]
+    assert all(c.same_fault == [] for c in diag.causes if c.id != "nan-loss.invalid-mask")
+
+
 def test_twins_are_listed_under_the_best_fitting_symptom_at_the_better_twin_score(kb, mini_root):
-    """Twins (a shared confirming condition) fold even while that condition is unknown: the report
-    is about NaN, so the NaN twin is listed, ranked at the score its better-supported twin reached."""
+    """Declared twins fold even while their confirming condition is unknown: the report is about
+    NaN, so the NaN twin is listed, ranked at the score its better-supported twin reached."""
     kb = with_mask_twin(mini_root, 0.45)
     diag = diagnose(kb, {"nan-loss": 0.9, "loss-spike": 0.895})
     ids = [c.id for c in diag.causes]

@@ -9,7 +9,8 @@ number can be recomputed by hand. Causes are scored independently: two bugs can 
 
 Statuses come from evidence, never from a prior alone: ``untested`` until some item applied a
 factor other than 1, ``ruled-out`` only when factors below 1 took the score under RULED_OUT,
-``likely`` only for a cause at LIKELY or above that leads its symptom's other causes by LIKELY_LEAD.
+``likely`` only for a cause at LIKELY or above that leads its symptom's other causes (and its
+``alternatives`` under other symptoms) by LIKELY_LEAD.
 
 Question order: ask the unknown fact whose answer could move the causes most per unit of effort,
 ``sum_c weight(symptom) * P(c) * |ln lr - ln else_lr|`` over the evidence that reads it, divided by
@@ -138,19 +139,43 @@ def rank(state: State) -> list[RankedCause]:
                 cause.sources, cause.summary, posterior, weight))
     ranked = _one_report_per_fault(ranked, twins(state.kb), state.fit)
     ranked.sort(key=lambda c: (-c.score, c.status != "confirmed", c.id))
-    return _contested_made_possible(ranked)
+    return _contested_made_possible(ranked, alternatives(state.kb))
 
 
-def _contested_made_possible(ranked: list[RankedCause]) -> list[RankedCause]:
-    """``likely`` only for a cause that scores LIKELY_LEAD times every other cause of its symptom.
-    Causes of one symptom compete to explain the same failure: when two fit about equally well,
-    the evidence has not told them apart, and calling either likely sends the user to fix the
-    wrong one half the time. Causes of different symptoms can both be present (weights x100 also
-    overflow fp16), so they do not contest each other; confirmed causes keep their status."""
+def alternatives(kb: KnowledgeBase) -> dict[str, set[str]]:
+    """Causes of other symptoms that one condition confirms alike, and that are not declared one
+    fault: "the previous release works" confirms the framework regression of every symptom, so
+    the evidence that lifts one lifts all, and only the symptom weights tell them apart."""
+    by_condition: dict[str, set[str]] = {}
+    for cause in kb.causes.values():
+        for ev in cause.evidence:
+            if ev.confirms:
+                by_condition.setdefault(ev.when.source, set()).add(cause.id)
+    same = twins(kb)
+    out: dict[str, set[str]] = {}
+    for ids in by_condition.values():
+        for cid in ids:
+            others = {i for i in ids if kb.causes[i].symptom != kb.causes[cid].symptom} - same.get(cid, set())
+            if others:
+                out.setdefault(cid, set()).update(others)
+    return out
+
+
+def _contested_made_possible(ranked: list[RankedCause],
+                             alternative: Mapping[str, set[str]] | None = None) -> list[RankedCause]:
+    """``likely`` only for a cause that scores LIKELY_LEAD times every other cause of its symptom
+    and every alternative of it (``alternatives``). Causes of one symptom compete to explain the
+    same failure: when two fit about equally well, the evidence has not told them apart, and
+    calling either likely sends the user to fix the wrong one half the time. Causes of different
+    symptoms can both be present (weights x100 also overflow fp16), so they do not contest each
+    other, unless one condition confirms both: a version regression that may be the zero loss's or
+    the NaN's is not known to be either. Confirmed causes keep their status."""
+    alternative = alternative or {}
     for cause in ranked:
         if cause.status != "likely":
             continue
-        rival = max((c.score for c in ranked if c.symptom == cause.symptom and c is not cause), default=0.0)
+        rival = max((c.score for c in ranked if c is not cause and
+                     (c.symptom == cause.symptom or c.id in alternative.get(cause.id, ()))), default=0.0)
         if cause.score < LIKELY_LEAD * rival:
             cause.status = "possible"
     return ranked
@@ -167,26 +192,17 @@ def _with_words(posterior: float, lines: list[EvidenceLine], overlap) -> tuple[f
 
 
 def twins(kb: KnowledgeBase) -> dict[str, set[str]]:
-    """Causes of other symptoms that are the same fault: they share a confirming condition
-    (``data.mask.binary == false`` confirms nan-loss.invalid-mask and mask-error.non-binary), or
-    the knowledge says so (``same_fault``, for faults no single measurement confirms: an init std
-    too large is one fault whether it shows as NaN, spikes or a bad start). Declared twins are
-    each other's twins both ways, and a twin's twin is a twin."""
+    """Causes of other symptoms that the knowledge declares the same fault (``same_fault``): an
+    init std too large is one fault whether it shows as NaN, spikes or a bad start. Declared twins
+    are each other's twins both ways, and a twin's twin is a twin. A shared confirming condition
+    makes no twins: "pinning the previous release fixes it" confirms the framework regression of
+    every symptom, and a regression that NaNs is not the bug that loops; a fault one measurement
+    confirms under two symptoms (``data.mask.binary == false``) is declared like any other."""
     groups: dict[str, set[str]] = {cid: {cid} for cid in kb.causes}
-
-    def join(ids: set[str]) -> None:
-        merged = set().union(*(groups[i] for i in ids))
+    for cause in kb.causes.values():
+        merged = set().union(*(groups[i] for i in {cause.id, *cause.same_fault} if i in kb.causes))
         for i in merged:
             groups[i] = merged
-
-    by_condition: dict[str, set[str]] = {}
-    for cause in kb.causes.values():
-        for ev in cause.evidence:
-            if ev.confirms:
-                by_condition.setdefault(ev.when.source, set()).add(cause.id)
-        join({cause.id, *(t for t in cause.same_fault if t in kb.causes)})
-    for ids in by_condition.values():
-        join(ids)
     return {cid: {i for i in group if kb.causes[i].symptom != kb.causes[cid].symptom}
             for cid, group in groups.items() if len(group) > 1}
 
@@ -196,7 +212,8 @@ def _one_report_per_fault(ranked: list[RankedCause], twin_ids: Mapping[str, set[
     """One entry per fault. Of twins, the one listed is the twin under the symptom that fits the
     report best (weight, then how well it matched, then its own score); it is ranked at the best
     score any twin reached (with that twin's status), so folding never loses the better-supported
-    twin's evidence. The others are named in its ``same_fault``."""
+    twin's evidence. Its ``same_fault`` names every declared twin, on the table or not, and only
+    those."""
     by_id = {c.id: c for c in ranked}
     kept, folded = [], set()
     for cause in sorted(ranked, key=lambda c: (-c.weight, -fit.get(c.symptom, 0.0), -c.score, c.id)):
@@ -206,8 +223,8 @@ def _one_report_per_fault(ranked: list[RankedCause], twin_ids: Mapping[str, set[
         best = max([cause, *group], key=lambda c: (c.score, c.status == "confirmed"))
         if best is not cause:
             cause.score, cause.status, cause.scored_as = best.score, best.status, best.id
-        cause.same_fault = [c.id for c in group]
-        folded.update(cause.same_fault)
+        cause.same_fault = sorted(twin_ids.get(cause.id, ()))
+        folded.update(c.id for c in group)
         kept.append(cause)
     return kept
 

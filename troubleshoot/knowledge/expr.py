@@ -126,6 +126,8 @@ class Expr:
             children = [node.left, *node.comparators]
         elif isinstance(node, (ast.List, ast.Tuple)):
             children = node.elts
+        elif is_unknown_call(node):
+            children = node.args  # the one fact it asks about: read, so questions and lint see it
         elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
               and node.func.id in FUNCTIONS and not node.keywords):
             children = node.args
@@ -134,7 +136,8 @@ class Expr:
             if isinstance(node, ast.Call):
                 what = f"call of {ast.unparse(node.func)}()"
             raise ExprError(f"{self.source!r}: {what} is not allowed "
-                            f"(use facts, numbers, + - * / **, comparisons, and/or/not, {', '.join(FUNCTIONS)})")
+                            f"(use facts, numbers, + - * / **, comparisons, and/or/not, {', '.join(FUNCTIONS)}, "
+                            f"{UNKNOWN}(fact))")
         for child in children:
             self._check(child)
 
@@ -184,9 +187,22 @@ class Expr:
             return True
         if isinstance(node, (ast.List, ast.Tuple)):
             return [self._eval(e, facts) for e in node.elts]
+        if is_unknown_call(node):
+            return facts.get(dotted_name(node.args[0])) is None
         if isinstance(node, ast.Call):
             return FUNCTIONS[node.func.id](*(self._eval(a, facts) for a in node.args))
         raise ExprError(f"{self.source!r}: cannot evaluate {type(node).__name__}")
+
+
+UNKNOWN = "unknown"  # unknown(fact): true while the fact has no value. An item that stands in for a
+# more direct fact ("AMP computes in fp16") reads it only while that fact is missing, so a report
+# that gives both counts the observation once (docs/calibration.md, "No double counting").
+
+
+def is_unknown_call(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == UNKNOWN
+            and not node.keywords and len(node.args) == 1 and dotted_name(node.args[0]) is not None
+            and dotted_name(node.args[0]) not in CONSTANTS)
 
 
 def _bounded(op: type, left: Any, right: Any) -> Any:

@@ -81,7 +81,7 @@ def render(diag: Diagnosis, top: int = 5, fixes_per_cause: int = 1, all_fixes: b
     confirmed = any(c.status == "confirmed" for c in shown)
     if diag.questions and not confirmed:
         lines += _questions(diag.questions[:5], width, "Nothing is confirmed yet. ")
-    lines += _fixes(shown, fixes_per_cause, all_fixes, width)
+    lines += _fixes(shown, fixes_per_cause, all_fixes, width, {s.id for s in diag.symptoms if s.weight > 0})
     if diag.questions and confirmed:
         lines += _questions(diag.questions[:3], width)
     lines += _evidence(diag, width)
@@ -203,9 +203,12 @@ def answer_hint(q: Question) -> str:
     return {"bool": "yes|no", "number": "NUMBER", "text": "TEXT"}.get(q.type, "|".join(q.choices))
 
 
-def _fixes(shown: list[RankedCause], per_cause: int, all_fixes: bool, width: int) -> list[str]:
+def _fixes(shown: list[RankedCause], per_cause: int, all_fixes: bool, width: int,
+           on_table: set[str] | None = None) -> list[str]:
     """Fix steps for the confirmed and likely causes (every shown cause with --fixes); a fix two
-    causes share is printed under the first and referenced under the second."""
+    causes share is printed under the first and referenced under the second. "The same fault as"
+    names the twins under symptoms on the table (the JSON names every declared twin): a log that
+    shows no NaN is not told the fault's NaN name."""
     chosen = [(i, c) for i, c in enumerate(shown, 1) if all_fixes or c.status in ACTIONABLE]
     per_cause = len(max((c.fixes for c in shown), key=len, default=[])) if all_fixes else per_cause
     if not chosen:
@@ -215,8 +218,9 @@ def _fixes(shown: list[RankedCause], per_cause: int, all_fixes: bool, width: int
     for rank, cause in chosen:
         lines += hang(f"  {rank}. ", cause.title, width)
         lines += hang("     why: ", cause.explain(), width)
-        if cause.same_fault:
-            lines += hang("     the same fault as: ", ", ".join(cause.same_fault), width)
+        twins = [t for t in cause.same_fault if on_table is None or t.split(".")[0] in on_table]
+        if twins:
+            lines += hang("     the same fault as: ", ", ".join(twins), width)
         for fix in cause.fixes[:per_cause]:
             if fix.id in printed:
                 lines += hang("     fix: ", f"{fix.title} (printed above, under {printed[fix.id]})", width)

@@ -22,7 +22,16 @@ from typing import Any
 
 from .. import engine, matcher, prose
 from ..engine import State, open_questions
-from ..knowledge.expr import CONSTANTS, FUNCTIONS, Expr, ExprError, dotted_name, split_template
+from ..knowledge.expr import (
+    CONSTANTS,
+    FUNCTIONS,
+    UNKNOWN,
+    Expr,
+    ExprError,
+    dotted_name,
+    is_unknown_call,
+    split_template,
+)
 from ..knowledge.model import KnowledgeBase, Symptom
 
 _BIN = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**", ast.Mod: "%"}
@@ -64,6 +73,8 @@ def _node(node: ast.AST) -> dict:
                 "rs": [_node(r) for r in node.comparators]}
     if isinstance(node, (ast.List, ast.Tuple)):
         return {"k": "list", "es": [_node(e) for e in node.elts]}
+    if is_unknown_call(node):  # unknown(fact): true while the fact has no value
+        return {"k": UNKNOWN, "n": dotted_name(node.args[0])}
     if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in FUNCTIONS
             and not node.keywords):
         return {"k": "call", "f": node.func.id, "args": [_node(a) for a in node.args]}

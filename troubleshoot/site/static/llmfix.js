@@ -564,6 +564,9 @@
         }
         return TRUE;
       case "list": return V("list", node.es.map(function (n) { return evaluate(n, facts); }));
+      case "unknown":                           // unknown(fact): true while the fact has no value
+        var given = facts.get(node.n);
+        return V("bool", given === undefined || given === null || given.t === "none");
       case "call":
         var fn = FUNCTIONS[node.f];
         if (!fn) throw new ExprError("unknown function " + node.f);

@@ -180,7 +180,7 @@
   // ------------------------------------------------------------------ computed numbers
   function exprFacts(node, out) {
     if (!node || typeof node !== "object") return out;
-    if (node.k === "fact") out.push(node.n);
+    if (node.k === "fact" || node.k === "unknown") out.push(node.n);
     ["l", "r", "e"].forEach(function (k) { if (node[k]) exprFacts(node[k], out); });
     ["vs", "rs", "es", "args"].forEach(function (k) { (node[k] || []).forEach(function (n) { exprFacts(n, out); }); });
     return out;
