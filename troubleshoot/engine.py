@@ -137,21 +137,22 @@ def rank(state: State) -> list[RankedCause]:
                 cause.id, sid, cause.title, posterior * weight, status, cause.prior, lines,
                 [_render_fix(state.kb, fid, values) for fid in cause.fixes if fid in state.kb.fixes],
                 cause.sources, cause.summary, posterior, weight))
-    ranked = _one_report_per_fault(ranked, twins(state.kb), state.fit)
+    same = twins(state.kb)
+    ranked = _one_report_per_fault(ranked, same, state.fit)
     ranked.sort(key=lambda c: (-c.score, c.status != "confirmed", c.id))
-    return _contested_made_possible(ranked, alternatives(state.kb))
+    return _contested_made_possible(ranked, alternatives(state.kb, same))
 
 
-def alternatives(kb: KnowledgeBase) -> dict[str, set[str]]:
+def alternatives(kb: KnowledgeBase, same: Mapping[str, set[str]]) -> dict[str, set[str]]:
     """Causes of other symptoms that one condition confirms alike, and that are not declared one
     fault: "the previous release works" confirms the framework regression of every symptom, so
-    the evidence that lifts one lifts all, and only the symptom weights tell them apart."""
+    the evidence that lifts one lifts all, and only the symptom weights tell them apart. ``same``
+    is ``twins(kb)``."""
     by_condition: dict[str, set[str]] = {}
     for cause in kb.causes.values():
         for ev in cause.evidence:
             if ev.confirms:
                 by_condition.setdefault(ev.when.source, set()).add(cause.id)
-    same = twins(kb)
     out: dict[str, set[str]] = {}
     for ids in by_condition.values():
         for cid in ids:
@@ -161,8 +162,7 @@ def alternatives(kb: KnowledgeBase) -> dict[str, set[str]]:
     return out
 
 
-def _contested_made_possible(ranked: list[RankedCause],
-                             alternative: Mapping[str, set[str]] | None = None) -> list[RankedCause]:
+def _contested_made_possible(ranked: list[RankedCause], alternative: Mapping[str, set[str]]) -> list[RankedCause]:
     """``likely`` only for a cause that scores LIKELY_LEAD times every other cause of its symptom
     and every alternative of it (``alternatives``). Causes of one symptom compete to explain the
     same failure: when two fit about equally well, the evidence has not told them apart, and
@@ -170,7 +170,6 @@ def _contested_made_possible(ranked: list[RankedCause],
     symptoms can both be present (weights x100 also overflow fp16), so they do not contest each
     other, unless one condition confirms both: a version regression that may be the zero loss's or
     the NaN's is not known to be either. Confirmed causes keep their status."""
-    alternative = alternative or {}
     for cause in ranked:
         if cause.status != "likely":
             continue

@@ -203,8 +203,7 @@ def answer_hint(q: Question) -> str:
     return {"bool": "yes|no", "number": "NUMBER", "text": "TEXT"}.get(q.type, "|".join(q.choices))
 
 
-def _fixes(shown: list[RankedCause], per_cause: int, all_fixes: bool, width: int,
-           on_table: set[str] | None = None) -> list[str]:
+def _fixes(shown: list[RankedCause], per_cause: int, all_fixes: bool, width: int, on_table: set[str]) -> list[str]:
     """Fix steps for the confirmed and likely causes (every shown cause with --fixes); a fix two
     causes share is printed under the first and referenced under the second. "The same fault as"
     names the twins under symptoms on the table (the JSON names every declared twin): a log that
@@ -218,7 +217,7 @@ def _fixes(shown: list[RankedCause], per_cause: int, all_fixes: bool, width: int
     for rank, cause in chosen:
         lines += hang(f"  {rank}. ", cause.title, width)
         lines += hang("     why: ", cause.explain(), width)
-        twins = [t for t in cause.same_fault if on_table is None or t.split(".")[0] in on_table]
+        twins = [t for t in cause.same_fault if t.split(".")[0] in on_table]
         if twins:
             lines += hang("     the same fault as: ", ", ".join(twins), width)
         for fix in cause.fixes[:per_cause]:
