@@ -38,6 +38,10 @@ CASES = {
         "tp.size": 2, "train.pp_size": 1, "train.seq_len": 2048, "model.num_layers": 24, "model.hidden_size": 2048,
         "model.num_heads": 16, "model.initializer_range": 0.02, "train.lr": 2e-4, "optimizer.beta2": 0.98,
         "train.warmup_iterations": 500, "train.parallelism": "tensor", "train.framework": "megatron"}),
+    "nanotron_llama.yaml": ("trainer-config", {
+        "tp.size": 2, "train.pp_size": 2, "train.zero_stage": 1, "train.seq_len": 4096, "train.micro_batch_size": 4,
+        "train.grad_accum_steps": 4, "train.lr": 4e-4, "train.warmup_iterations": 2000, "train.grad_clip": 1.0,
+        "optimizer.beta2": 0.95, "optimizer.eps": 1e-8, "model.num_layers": 22, "train.precision": "bf16"}),
     "mlx_lora_config.yaml": ("trainer-config", {
         "train.finetune_method": "lora", "train.micro_batch_size": 4, "train.lr": 1e-5, "train.seq_len": 2048,
         "train.lora_rank": 8, "train.gradient_checkpointing": False}),
@@ -214,6 +218,8 @@ def test_an_indented_excerpt_of_a_script_is_read_as_python(tmp_path):
                        '  "fp16": {"enabled": true,},\n}\n', "fp16.enabled", "train.precision", "fp16", 5),
     ("ds_config.json", "{'train_micro_batch_size_per_gpu': 4, 'zero_optimization': {'stage': 3}}\n",
      "zero_optimization.stage", "train.zero_stage", 3, 1),                 # a printed Python dict
+    ("config.yaml", "parallelism:\n  dp: 4\n  pp: 2\n  pp_engine: afab\n  tp: 1\n",
+     "parallelism.pp", "train.pp_size", 2, 3),                             # nanotron's parallelism block alone
 ])
 def test_a_config_pasted_from_an_issue_is_read(tmp_path, name, text, key, fact, value, line):
     """A fence, `//` lines, trailing commas and Python quoting: the settings and their lines."""

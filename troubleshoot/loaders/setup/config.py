@@ -5,7 +5,8 @@ Recognised by their keys, not their names: DeepSpeed JSON (``zero_optimization``
 LLaMA-Factory (``finetuning_type``, ``cutoff_len``, ``template``), axolotl (``base_model`` +
 ``datasets`` / ``micro_batch_size``), torchtune (``_component_: torchtune...``), OLMo
 (``model.d_model`` + ``optimizer`` + ``max_duration``), NeMo / Megatron-Core (``trainer`` +
-``model.tensor_model_parallel_size``), mlx-lm LoRA (``lora_parameters`` / ``fine_tune_type``),
+``model.tensor_model_parallel_size``), nanotron (``parallelism`` with ``dp`` / ``tp`` / ``pp``, or
+``tokens.sequence_length``), mlx-lm LoRA (``lora_parameters`` / ``fine_tune_type``),
 accelerate (``distributed_type`` + ``mixed_precision``) with its FSDP block, and any config with
 HF TrainingArguments names. YAML through ``yaml.safe_load`` semantics only (schema.Located),
 files above MAX_BYTES refused, walks bounded in depth and size (an alias bomb stays cheap).
@@ -24,8 +25,8 @@ from .read import Setting, read_text, snake
 MAX_DEPTH, MAX_LEAVES = 24, 20_000
 TRAINERS = {"deepspeed": "deepspeed config", "llama-factory": "LLaMA-Factory config", "axolotl": "axolotl config",
             "torchtune": "torchtune config", "olmo": "OLMo config", "nemo": "NeMo / Megatron-Core config",
-            "mlx-lm": "mlx-lm LoRA config", "accelerate": "accelerate config", "hf": "training arguments",
-            "generic": "training config"}
+            "nanotron": "nanotron config", "mlx-lm": "mlx-lm LoRA config", "accelerate": "accelerate config",
+            "hf": "training arguments", "generic": "training config"}
 HF_KEYS = {"learning_rate", "per_device_train_batch_size", "gradient_accumulation_steps", "num_train_epochs",
            "warmup_steps", "warmup_ratio", "max_grad_norm", "bf16", "fp16", "lr_scheduler_type"}
 # Keys a trainer uses in its own sense, renamed so that no fact's key matches them (a key matches a
@@ -124,6 +125,8 @@ def trainer_of(data: dict) -> str | None:
         return "olmo"
     if "trainer" in keys and nested & {"model.tensor_model_parallel_size", "model.micro_batch_size", "model.optim"}:
         return "nemo"
+    if len(nested & {"parallelism.dp", "parallelism.tp", "parallelism.pp"}) >= 2 or "tokens.sequence_length" in nested:
+        return "nanotron"
     if keys & {"lora_parameters", "fine_tune_type", "lora_layers"} or ("iters" in keys and "adapter_path" in keys):
         return "mlx-lm"
     if "distributed_type" in keys and keys & {"mixed_precision", "num_processes", "compute_environment"}:
