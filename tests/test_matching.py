@@ -99,14 +99,6 @@ def test_a_fault_told_in_shared_words_is_not_off_topic(shipped_kb):
         assert names_a_fault(vague) and not names_what_went_wrong(vague), vague
 
 
-def test_each_known_word_counts_once(shipped_kb):
-    """A typo snapped onto a word the text also has ('timout' beside 'timeout') is one word, not
-    two: counted twice, it outweighed the rest of the report (static/llmfix.js keeps the same rule)."""
-    matcher = SymptomMatcher(shipped_kb)
-    known = matcher._known(match_tokens("NCCL timeout on 8 GPUs, ncll timout again after restart"))
-    assert len(known) == len(set(known)) and "nccl" in known
-
-
 def test_a_word_only_one_alias_uses_is_weak_evidence(shipped_kb):
     """'oom' is in every eval-oom alias and in a few system-failure ones; 'deepspeed' and 'fine-tuning'
     in many. A training OOM said without any eval word is a system failure, not an eval OOM: words

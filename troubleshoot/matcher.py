@@ -163,9 +163,7 @@ class SymptomMatcher:
         self.word_mass_cap = REPORT_WORDS * self.top_idf
 
     def _known(self, query_tokens: list[str]) -> list[str]:
-        """Snap unknown words to the nearest known word (typos: 'overflwo', 'nccl timout'), each
-        known word once: a typo snapped onto a word the text also has, or two spellings snapped to
-        one word, counted that word twice (static/llmfix.js keeps the same rule)."""
+        """Snap unknown words to the nearest known word (typos: 'overflwo', 'nccl timout')."""
         known = []
         for tok in dict.fromkeys(query_tokens):
             if tok in self.idf:
@@ -174,7 +172,7 @@ class SymptomMatcher:
                 hit = process.extractOne(tok, self.vocab, scorer=fuzz.ratio, score_cutoff=TYPO_CUTOFF)
                 if hit:
                     known.append(hit[0])
-        return list(dict.fromkeys(known))
+        return known
 
     def match_report(self, report: str, limit: int | None = None) -> list[Match]:
         """``match`` on what a pasted report says (``prose``): its head and tail when long, without

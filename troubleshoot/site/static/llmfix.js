@@ -285,12 +285,11 @@
   Matcher.prototype.tokens = function (text) { return tokens(text, this.stop, this.cjkStop, this.glue); };
 
   Matcher.prototype.known = function (queryTokens) {   // typos snap to the nearest known word
-    var known = [], seen = new Set(), have = new Set(), self = this;
-    function keep(word) { if (!have.has(word)) { have.add(word); known.push(word); } }   // each known word once
+    var known = [], seen = new Set(), self = this;
     queryTokens.forEach(function (tok) {
       if (seen.has(tok)) return;
       seen.add(tok);
-      if (self.idf.has(tok)) { keep(tok); return; }
+      if (self.idf.has(tok)) { known.push(tok); return; }
       if (tok.length >= 4 && /^[\x00-\x7f]*$/.test(tok)) {
         var best = null, bestScore = -1;
         for (var i = 0; i < self.vocab.length; i++) {
@@ -298,7 +297,7 @@
           var s = ratio(tok, self.vocab[i]);
           if (s >= self.c.TYPO_CUTOFF && s > bestScore) { best = self.vocab[i]; bestScore = s; }
         }
-        if (best !== null) keep(best);
+        if (best !== null) known.push(best);
       }
     });
     return known;
