@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from troubleshoot.fault_words import asks_without_fault, names_a_fault, names_only_a_topic
+from troubleshoot.fault_words import asks_without_fault, names_a_fault, names_only_a_topic, names_what_went_wrong
 from troubleshoot.matcher import SymptomMatcher, match_tokens, normalize, tokens
 from troubleshoot.prose import prose
 
@@ -85,6 +85,20 @@ def test_that_something_failed_names_no_symptom(shipped_kb):
         assert verdict(told) == "match", told
 
 
+def test_a_fault_told_in_shared_words_is_not_off_topic(shipped_kb):
+    """'loss' and a zero are words of several symptoms, so "loss一直是0" has no distinctive word and
+    no alias whole; it still says what went wrong, and its confident best match is claimed. That
+    something errored or failed is no such fault word: those titles stay off-topic (above).
+    "Always" (一直, 始终) is filler, as in an alias ("奖励始终是0") it named no symptom."""
+    matcher = SymptomMatcher(shipped_kb)
+    for told in ("qwen 7b lora微调，loss一直是0", "SFT训练loss始终为0.0"):
+        ranked = matcher.match_report(told)
+        assert ranked[0].id == "zero-loss" and matcher.verdict(told, ranked) == "match", told
+    assert names_what_went_wrong("训练时loss一直是0") and names_what_went_wrong("training hangs, no error")
+    for vague in ("微调chatglm2报错", "Fine-tuning failure", "RuntimeError in trainer", "训练出问题了"):
+        assert names_a_fault(vague) and not names_what_went_wrong(vague), vague
+
+
 def test_a_word_only_one_alias_uses_is_weak_evidence(shipped_kb):
     """'oom' is in every eval-oom alias and in a few system-failure ones; 'deepspeed' and 'fine-tuning'
     in many. A training OOM said without any eval word is a system failure, not an eval OOM: words
@@ -118,6 +132,10 @@ def test_fault_words_tell_a_report_from_a_question():
     for fault in ("loss stopped going down", "why is my loss not decreasing?", "how do I fix loss nan",
                   "loss为nan", "loss 不下降了", "训练卡住不动", "显存不够怎么办", "reward一直在下降",
                   "the loss went up after step 300", "model only outputs the prompt", "训练非常慢"):
+        assert names_a_fault(fault), fault
+    # how people report an OOM or a dead graph without the words error / out of memory
+    for fault in ("70B model memory issue", "LoRA layer param.grad=None after loss.backward()",
+                  "with gradient checkpointing all gradients will be 'None'", "显存问题 GPU memory problems on A100"):
         assert names_a_fault(fault), fault
     for question in ("how do I enable flash attention in llama factory", "学习率设置多少合适？",
                      "loss went from 10.5 to 2.1 and is still going down, is that normal?",
@@ -244,6 +262,15 @@ def test_out_of_memory_said_of_training_is_a_system_failure(shipped_kb):
         assert matcher.match_report(query)[0].id == "system-failure", query
     for query in ("OOM during the evaluation step", "评估时显存不足"):
         assert matcher.match_report(query)[0].id == "eval-oom", query
+
+
+def test_a_model_that_talks_on_by_itself_repeats(shipped_kb):
+    """A model that asks itself the next question and answers it (自问自答), or loops until the
+    length limit, has not learnt to stop: the repetition symptom, however the writer says it."""
+    matcher = SymptomMatcher(shipped_kb)
+    for told in ("用lora微调qwen后推理出现自问自答的情况", "chat的时候生成进入无限循环，直到max_new_tokens才停",
+                 "after SFT the model answers, then asks itself a new question and answers that too"):
+        assert matcher.match_report(told)[0].id == "repetition", told
 
 
 def test_garbled_output_is_told_apart_by_when_it_starts(shipped_kb):

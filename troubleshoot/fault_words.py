@@ -47,6 +47,8 @@ _BROKE = _words(
     r"(?:is|are|was|were|very|so|quite|extremely) (?:big|large|huge|small|tiny|poor)",
     r"(?:zero|no|0) trainable", r"all (?:labels?|tokens?|targets?) (?:are|were|is|become) (?:-100|masked|ignored)",
     r"(?:problems?|issues?|trouble) (?:with|when|while|in|after|during|saving|loading|training)",
+    r"(?:memory|vram|oom|cuda) (?:issues?|problems?)",
+    r"grad\w*\W{0,3}(?:=|is|are|will be|became|becomes?)\W{0,3}none\b",
     r"(?:stays?|stayed|remains?|remained|hovers?|hovering|sits?) (?:around|at|about|near|the same|constant|flat)",
     r"keeps? (?:generat|repeat|output|talk)", r"(?:only|just) (?:output|answer|generat|return|predict|repeat|"
     r"respond|repl|produc)", r"always (?:zero|0|the same|same|constant)", r"only \d+ ?[km]b", r"zero (?:loss|grad)",
@@ -123,6 +125,19 @@ def _text(text: str) -> str:
 def names_a_fault(text: str) -> bool:
     """The text says something went wrong, did not happen, or asks how to fix it."""
     return bool(FAULT.search(_text(text)))
+
+
+# That something failed, errored or raised, said of every symptom alike ("微调chatglm2报错",
+# "Fine-tuning failure", a pasted RuntimeError): a fault, but not which one.
+_FAILED = re.compile(_words(r"errors?", r"fail\w*", r"exceptions?", r"traceback", r"bugs?", r"[a-z]*error",
+                            r"[a-z]*exception", r"crash\w*", r"issues?", r"problems?") + _R
+                     + r"|报错|错误|出错|失败|异常|问题|有问题|出问题")
+
+
+def names_what_went_wrong(text: str) -> bool:
+    """The text names a fault beyond that something failed or errored: what went wrong (NaN, 0,
+    hangs, repeats, 不下降, 卡住)."""
+    return bool(FAULT.search(_FAILED.sub(" ", _text(text))))
 
 
 def asks_without_fault(text: str) -> bool:

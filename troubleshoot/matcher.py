@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 
 from rapidfuzz import fuzz, process
 
-from .fault_words import asks_without_fault, names_only_a_topic
+from .fault_words import asks_without_fault, names_only_a_topic, names_what_went_wrong
 from .knowledge.cache import memo
 from .knowledge.model import KnowledgeBase
 from .prose import language, prose, without_settings
@@ -46,6 +46,7 @@ HEADLINE_CHARS = 200      # a longer first line is prose or a paste, not a title
 WHOLE_ALIAS_CHARS = 6     # a shorter alias ('oom', 'nan') standing in a text is a word, not a phrase
 OWN_WORD = 0.8            # a question is about a symptom through words this typical of it (in a tenth of its aliases)
 HEADLINE_MIN = 0.45       # a confident headline ("Traceback (most recent call last):" scores 0.38)
+NAMED_FAULT_ANCHOR = 0.45  # a text naming a fault anchors a best match this confident ("loss一直是0")
 
 STOPWORDS = frozenset("""
 a an the is are was were be been being to of in on at for with and or but not no my our your i we
@@ -69,8 +70,9 @@ runtimeerror valueerror typeerror attributeerror importerror indexerror assertio
 参数 设置 配置 代码 脚本 报错 错误 出错 失败
 """.split())
 GENERIC_WEIGHT = 0.2
-# Chinese filler bigrams ("how to solve", "problem", "appears") that say nothing about the symptom.
-CJK_STOP = frozenset("怎么 么解 解决 问题 出现 现了 为什 什么 如何 一直 时候 "
+# Chinese filler bigrams ("how to solve", "problem", "appears", "always": 一直, 始终) that say
+# nothing about the symptom.
+CJK_STOP = frozenset("怎么 么解 解决 问题 出现 现了 为什 什么 如何 一直 始终 时候 "
                      "之后 以后 请问 求助 办法 怎样 能够 可以".split())
 # Function characters that say nothing when they stand alone between other words.
 CJK_STOP_CHARS = frozenset("的在了是和与也就都很我你他她它这那吗呢吧啊个一会时后被把让给从对到有要说么着而及或但")
@@ -212,9 +214,10 @@ class SymptomMatcher:
         text asks how to do or choose something or says the run is fine and names no fault
         (``fault_words.asks_without_fault``: "how many epochs should I train", "loss is still going
         down, is that normal?"), the best score is under MIN_SCORE, or no word of the query is itself a
-        distinctive known word (typo snapping turns 'bread' into 'read'; this does not count) and
+        distinctive known word (typo snapping turns 'bread' into 'read'; this does not count),
         no alias of the best symptom stands whole in it (an alias such as 'loss is 0' is distinctive
-        through its numbers, which are not words).
+        through its numbers, which are not words) and no fault word backs a confident match
+        (``_anchored``).
         Weak: the best score is under WEAK_MATCH, or most of the English words the writer wrote
         (not code, identifiers or template text: ``prose.language``) are unknown, in a report
         written mainly in English, or the text is a one-line title naming only a method, model or
@@ -225,14 +228,21 @@ class SymptomMatcher:
             return "off-topic"
         if asks_without_fault(prose(query)):
             return self._question_verdict(query, matches)
-        anchored = bool(self._distinctive_words(query) or matches and self._whole_alias(query, matches[0]))
-        if not matches or matches[0].score < MIN_SCORE or not anchored:
+        if not matches or matches[0].score < MIN_SCORE or not self._anchored(query, matches[0]):
             return "off-topic"
         if matches[0].score < WEAK_MATCH or self._mostly_unknown(language(query)):
             return "weak"
         if names_only_a_topic(prose(query)):
             return "weak"
         return "match"
+
+    def _anchored(self, query: str, best: Match) -> bool:
+        """The match rests on the writer's words: a distinctive word of the text, an alias of the
+        best symptom standing whole in it, or a confident match (NAMED_FAULT_ANCHOR) to a text that
+        says what went wrong: "loss一直是0" uses only shared words (loss, a zero) and no alias
+        whole. That something errored ("微调chatglm2报错") says no symptom."""
+        return bool(self._distinctive_words(query) or self._whole_alias(query, best)
+                    or best.score >= NAMED_FAULT_ANCHOR and names_what_went_wrong(prose(query)))
 
     def _question_verdict(self, query: str, matches: list[Match]) -> str:
         """How sure a question that names no fault is about the best symptom: a match when it
