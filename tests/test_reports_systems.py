@@ -37,6 +37,19 @@ def test_the_error_line_confirms_the_dtype_mismatch():
                  "system-failure.dtype-mismatch")["status"] == "confirmed"
 
 
+def test_a_crash_fixed_by_a_downgrade_counts_the_version_change_once():
+    """docs/calibration.md, no double counting: the version items carry the change, the crash item
+    only the crash (it was x6 on a conjunction repeating the version facts, on top of their x5 / x2.5)."""
+    report = ("after upgrading deepspeed to 0.16.0 the job crashes at start-up with a RuntimeError in "
+              "the engine; downgrading to deepspeed 0.15.4 fixes it")
+    lines = entry(report, "system-failure.framework-regression")["evidence"]
+    conditions = [line["condition"] for line in lines if line["fact"] != "text.words"]
+    version_facts = ("dist.version_change_fixes", "train.after_upgrade", "dist.older_release_works")
+    assert sum("system.crash_error" in c for c in conditions) == 1, conditions
+    assert not any("system.crash_error" in c and any(v in c for v in version_facts) for c in conditions), conditions
+    assert ranked(report)[0] == "system-failure.framework-regression"
+
+
 def test_an_oom_without_the_flush_warning_stays_a_training_oom():
     report = "zero3 lora on 2x 4090: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB in the backward pass"
     top = ranked(report)
