@@ -123,3 +123,26 @@ def test_expensive_checks_wait_unless_they_separate_much_better(mini_root):
     assert not problems
     # mask: 0.64 / sqrt(5) = 0.29 now comes after early: 0.42 / sqrt(2) = 0.30
     assert [q.fact for q in open_questions(State(kb, {"nan-loss": 1.0}))][:2] == ["nanloss.early", "data.mask.binary"]
+
+
+def test_a_cause_its_own_evidence_names_is_not_weighed_down_by_its_symptom(shipped_kb):
+    """The words matched MoE routing best and loss spikes 0.07 worse (weight 0.03); the report says
+    the loss changed after resuming, which names the resume mismatch (ratio 13). That cause shows at
+    its posterior, above MoE causes no evidence moved; its siblings keep the symptom's weight."""
+    obs = Observations()
+    obs.fact("lossspike.after_resume", True, "text", span="after resume", trust=0.8)
+    diag = diagnose(shipped_kb, {"moe-routing": 0.44, "loss-spike": 0.37}, obs)
+    first = diag.causes[0]
+    assert first.id == "loss-spike.resume-mismatch"
+    assert first.score == pytest.approx(first.posterior) and first.weight == 1.0
+    sibling = next(c for c in diag.causes if c.id == "loss-spike.warmup-end")
+    assert sibling.weight < 0.5 and sibling.score == pytest.approx(sibling.weight * sibling.posterior)
+
+
+def test_a_run_setting_names_no_cause(shipped_kb):
+    """"We train with FSDP" is the setup: the FSDP save cause stays weighed by its symptom."""
+    obs = Observations()
+    obs.fact("train.fsdp", True, "text", span="FSDP", trust=0.8)
+    diag = diagnose(shipped_kb, {"loss-plateau": 0.43, "save-export": 0.37}, obs)
+    fsdp = next(c for c in diag.causes if c.id == "save-export.fsdp-sharded-state-dict")
+    assert fsdp.weight < 0.1 and diag.causes[0].symptom == "loss-plateau"
