@@ -146,3 +146,14 @@ def test_a_run_setting_names_no_cause(shipped_kb):
     diag = diagnose(shipped_kb, {"loss-plateau": 0.43, "save-export": 0.37}, obs)
     fsdp = next(c for c in diag.causes if c.id == "save-export.fsdp-sharded-state-dict")
     assert fsdp.weight < 0.1 and diag.causes[0].symptom == "loss-plateau"
+
+
+def test_a_bf16_release_with_no_precision_named_lifts_the_fp16_fault_a_little(shipped_kb):
+    """The fp16-on-bf16 fault needs a bf16 release: a report naming a bf16 model (Falcon, Qwen) and no
+    precision makes it somewhat likelier than one naming no model, a model released in fp16 much less."""
+    cause = shipped_kb.causes["nan-loss.fp16-on-bf16-model"]
+    released = {d: score_cause(cause, facts(model__pretrained_dtype=d))[0] for d in ("bf16", "fp16")}
+    nothing = score_cause(cause, {})[0]
+    assert released["fp16"] < nothing < released["bf16"] < 2 * nothing
+    named_fp16 = score_cause(cause, facts(model__pretrained_dtype="bf16", train__precision="fp16"))[0]
+    assert named_fp16 > released["bf16"]
