@@ -157,3 +157,12 @@ def test_a_bf16_release_with_no_precision_named_lifts_the_fp16_fault_a_little(sh
     assert released["fp16"] < nothing < released["bf16"] < 2 * nothing
     named_fp16 = score_cause(cause, facts(model__pretrained_dtype="bf16", train__precision="fp16"))[0]
     assert named_fp16 > released["bf16"]
+
+
+def test_a_probe_finding_names_no_cause(shipped_kb):
+    """The same fact measured by a probe: a fault the user did not report keeps its symptom's weight."""
+    obs = Observations()
+    obs.fact("lossspike.after_resume", True, "probe:logs")
+    diag = diagnose(shipped_kb, {"moe-routing": 0.44, "loss-spike": 0.37}, obs)
+    resume = next(c for c in diag.causes if c.id == "loss-spike.resume-mismatch")
+    assert resume.weight < 1.0 and resume.score == pytest.approx(resume.weight * resume.posterior)

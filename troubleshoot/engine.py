@@ -36,7 +36,7 @@ COUNTERS = 0.2  # a factor this low (or lower) is strong evidence against: it de
 MIN_QUESTION_VALUE = 0.02   # below this an answer would not visibly change the ranking
 IMPLIES_SYMPTOM_LR = 2.0    # a probed fact with at least this ratio ...
 IMPLIES_SYMPTOM_SCORE = 0.25  # ... that lifts a cause at least this high puts its symptom on the table
-NAMES_CAUSE_LR = 5.0        # ... and one of at least this ratio names the cause: it weighs 1, whatever its symptom
+NAMES_CAUSE_LR = 5.0        # ... and one of at least this ratio, read from the text, names the cause: it weighs 1
 MATCH_TEMPERATURE = 0.02    # weight of a matched symptom: exp(-(best match - its match) / this)
 OBSERVED_LEAD = 0.03        # a symptom seen to happen counts as matching this much better (weight x0.22)
 SETTINGS_SOURCE = "probe:setup"  # run settings describe the setup, not a problem: they never imply a symptom
@@ -120,9 +120,11 @@ def _probability(odds: float) -> float:
 def rank(state: State) -> list[RankedCause]:
     """Every cause of the weighted symptoms in the order of the score shown (weight × posterior).
 
-    The weight is the symptom's, except for a cause the facts name on their own (a holding item of
-    ratio NAMES_CAUSE_LR or more, ``implying_causes``): that one weighs 1, since its symptom's
-    weight would count its own evidence a second time (docs/knowledge-format.md, "Ranking across symptoms").
+    The weight is the symptom's, except for a cause the report's own words name (a holding item of
+    ratio NAMES_CAUSE_LR or more read from the text, ``implying_causes``): that one weighs 1, since
+    its symptom's weight would count its own evidence a second time (docs/knowledge-format.md,
+    "Ranking across symptoms"). A probe's finding names none: a fault the user did not report
+    does not push the reported symptom's causes down.
 
     A cause belongs to one symptom (its id starts with it), so it is scored once; and one fault
     is reported once (``_one_report_per_fault``). Words the report shares with a cause
@@ -130,7 +132,8 @@ def rank(state: State) -> list[RankedCause]:
     decided it (confirmed or ruled out): they reorder, never decide."""
     ranked = []
     values = state.values()
-    named = implying_causes(state.kb, state.facts, NAMES_CAUSE_LR)
+    same = twins(state.kb)
+    named = _named(state, same)
     for sid, symptom_weight in state.weights.items():
         for cause in state.kb.symptoms[sid].causes:
             posterior, lines, confirmed = score_cause(cause, state.facts)
@@ -144,10 +147,21 @@ def rank(state: State) -> list[RankedCause]:
                 cause.id, sid, cause.title, posterior * weight, status, cause.prior, lines,
                 [_render_fix(state.kb, fid, values) for fid in cause.fixes if fid in state.kb.fixes],
                 cause.sources, cause.summary, posterior, weight))
-    same = twins(state.kb)
     ranked = _one_report_per_fault(ranked, same, state.weights, state.fit)
     ranked.sort(key=lambda c: (-c.score, c.status != "confirmed", c.id))
     return _contested_made_possible(ranked, alternatives(state.kb, same))
+
+
+def _named(state: State, same: Mapping[str, set[str]]) -> set[str]:
+    """Causes the report's words name (``implying_causes`` with ``said``), less those with a declared
+    twin under a symptom that weighs more: that twin already lists the fault where the report is
+    about it, and lifting the other would let a generic twin outrank that symptom's own, more
+    specific causes ("trainable params: 0" in a LoRA run is the adapter, not a frozen model)."""
+    named = implying_causes(state.kb, state.facts, NAMES_CAUSE_LR, said=True)
+    weight = state.weights
+    return {cid for cid in named
+            if not any(weight.get(state.kb.causes[t].symptom, 0.0) > weight.get(state.kb.causes[cid].symptom, 0.0)
+                       for t in same.get(cid, ()))}
 
 
 def alternatives(kb: KnowledgeBase, same: Mapping[str, set[str]]) -> dict[str, set[str]]:
@@ -216,12 +230,11 @@ def twins(kb: KnowledgeBase) -> dict[str, set[str]]:
 def _one_report_per_fault(ranked: list[RankedCause], twin_ids: Mapping[str, set[str]],
                           weights: Mapping[str, float], fit: Mapping[str, float]) -> list[RankedCause]:
     """One entry per fault. Of twins, the one listed is the twin under the symptom that fits the
-    report best (the symptom's weight, then how well it matched, then its own score: a cause named
-    by its own evidence weighs 1 whatever its symptom weighs, and says nothing about which symptom
-    the report is about); it is ranked at the best
-    score any twin reached (with that twin's status), so folding never loses the better-supported
-    twin's evidence. Its ``same_fault`` names every declared twin, on the table or not, and only
-    those."""
+    report best (the symptom's weight, then how well it matched, then its own score; a cause named
+    by its own evidence weighs 1 whatever its symptom weighs, which says nothing about what the
+    report is about); it is ranked at the best score any twin reached (with that twin's status), so
+    folding never loses the better-supported twin's evidence. Its ``same_fault`` names every
+    declared twin, on the table or not, and only those."""
     by_id = {c.id: c for c in ranked}
     kept, folded = [], set()
     for cause in sorted(ranked, key=lambda c: (-weights[c.symptom], -fit.get(c.symptom, 0.0), -c.score, c.id)):
@@ -326,10 +339,11 @@ def implied_symptoms(kb: KnowledgeBase, facts: Mapping[str, Fact]) -> dict[str, 
     return implied
 
 
-def implying_causes(kb: KnowledgeBase, facts: Mapping[str, Fact],
-                    min_lr: float = IMPLIES_SYMPTOM_LR) -> dict[str, float]:
-    """Causes that facts point to on their own: a holding item of ratio ≥ ``min_lr`` (2 to imply a
-    symptom, NAMES_CAUSE_LR to weigh the cause 1 in ``rank``) lifts the cause to ≥ 0.25.
+def implying_causes(kb: KnowledgeBase, facts: Mapping[str, Fact], min_lr: float = IMPLIES_SYMPTOM_LR,
+                    said: bool = False) -> dict[str, float]:
+    """Causes that facts point to on their own: a holding item of ratio ≥ ``min_lr`` lifts the cause
+    to ≥ 0.25 (ratio 2 implies a symptom; ratio NAMES_CAUSE_LR read from the report's own words,
+    ``said``, names the cause in ``rank``).
 
     Healthy artifacts still publish facts (padding side, dtype, ...); weak ones must not turn a
     clean report into a list of possible problems, and neither run settings (``_is_setting``) nor
@@ -339,8 +353,9 @@ def implying_causes(kb: KnowledgeBase, facts: Mapping[str, Fact],
     out: dict[str, float] = {}
     for cause in kb.causes.values():
         for ev in cause.evidence:
-            if (ev.lr < min_lr or not ev.when.holds(values)
-                    or all(_is_setting(kb, facts[n]) or n in agnostic for n in ev.when.facts & facts.keys())):
+            telling = [n for n in ev.when.facts & facts.keys() if not _is_setting(kb, facts[n]) and n not in agnostic]
+            if ev.lr < min_lr or not ev.when.holds(values) or not telling or (
+                    said and all(facts[n].source != "text" for n in telling)):
                 continue
             score = score_cause(cause, facts)[0]
             if score >= IMPLIES_SYMPTOM_SCORE:
