@@ -123,3 +123,46 @@ def test_expensive_checks_wait_unless_they_separate_much_better(mini_root):
     assert not problems
     # mask: 0.64 / sqrt(5) = 0.29 now comes after early: 0.42 / sqrt(2) = 0.30
     assert [q.fact for q in open_questions(State(kb, {"nan-loss": 1.0}))][:2] == ["nanloss.early", "data.mask.binary"]
+
+
+def test_a_cause_its_own_evidence_names_is_not_weighed_down_by_its_symptom(shipped_kb):
+    """The words matched MoE routing best and loss spikes 0.07 worse (weight 0.03); the report says
+    the loss changed after resuming, which names the resume mismatch (ratio 13). That cause shows at
+    its posterior, above MoE causes no evidence moved; its siblings keep the symptom's weight."""
+    obs = Observations()
+    obs.fact("lossspike.after_resume", True, "text", span="after resume", trust=0.8)
+    diag = diagnose(shipped_kb, {"moe-routing": 0.44, "loss-spike": 0.37}, obs)
+    first = diag.causes[0]
+    assert first.id == "loss-spike.resume-mismatch"
+    assert first.score == pytest.approx(first.posterior) and first.weight == 1.0
+    sibling = next(c for c in diag.causes if c.id == "loss-spike.warmup-end")
+    assert sibling.weight < 0.5 and sibling.score == pytest.approx(sibling.weight * sibling.posterior)
+
+
+def test_a_run_setting_names_no_cause(shipped_kb):
+    """"We train with FSDP" is the setup: the FSDP save cause stays weighed by its symptom."""
+    obs = Observations()
+    obs.fact("train.fsdp", True, "text", span="FSDP", trust=0.8)
+    diag = diagnose(shipped_kb, {"loss-plateau": 0.43, "save-export": 0.37}, obs)
+    fsdp = next(c for c in diag.causes if c.id == "save-export.fsdp-sharded-state-dict")
+    assert fsdp.weight < 0.1 and diag.causes[0].symptom == "loss-plateau"
+
+
+def test_a_bf16_release_with_no_precision_named_lifts_the_fp16_fault_a_little(shipped_kb):
+    """The fp16-on-bf16 fault needs a bf16 release: a report naming a bf16 model (Falcon, Qwen) and no
+    precision makes it somewhat likelier than one naming no model, a model released in fp16 much less."""
+    cause = shipped_kb.causes["nan-loss.fp16-on-bf16-model"]
+    released = {d: score_cause(cause, facts(model__pretrained_dtype=d))[0] for d in ("bf16", "fp16")}
+    nothing = score_cause(cause, {})[0]
+    assert released["fp16"] < nothing < released["bf16"] < 2 * nothing
+    named_fp16 = score_cause(cause, facts(model__pretrained_dtype="bf16", train__precision="fp16"))[0]
+    assert named_fp16 > released["bf16"]
+
+
+def test_a_probe_finding_names_no_cause(shipped_kb):
+    """The same fact measured by a probe: a fault the user did not report keeps its symptom's weight."""
+    obs = Observations()
+    obs.fact("lossspike.after_resume", True, "probe:logs")
+    diag = diagnose(shipped_kb, {"moe-routing": 0.44, "loss-spike": 0.37}, obs)
+    resume = next(c for c in diag.causes if c.id == "loss-spike.resume-mismatch")
+    assert resume.weight < 1.0 and resume.score == pytest.approx(resume.weight * resume.posterior)

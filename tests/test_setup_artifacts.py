@@ -230,3 +230,13 @@ def test_a_config_pasted_from_an_issue_is_read(tmp_path, name, text, key, fact, 
     artifact, obs = _probe(path)
     assert artifact.kind == "trainer-config" and obs.facts[fact].value == value
     assert {s.path: s.line for s in config_settings(path)}[key] == line
+
+
+@pytest.mark.parametrize("value,expected", [("4", True), ("8", True), ("0", False)])
+def test_a_numeric_switch_on_the_command_line_reads_like_the_config_number(tmp_path, value, expected):
+    """`--quantization_bit 4` in a launch script loads the model in 4 bits, as `quantization_bit: 4` in a
+    config does: the command line hands the value over as text, and a number there is a switch too."""
+    script = tmp_path / "train.sh"
+    script.write_text(f"python src/train_bash.py \\\n    --stage sft \\\n    --fp16 \\\n    --quantization_bit {value}\n")
+    _, obs = _probe(script)
+    assert obs.facts["train.kbit_base"].value is expected

@@ -36,6 +36,7 @@ COUNTERS = 0.2  # a factor this low (or lower) is strong evidence against: it de
 MIN_QUESTION_VALUE = 0.02   # below this an answer would not visibly change the ranking
 IMPLIES_SYMPTOM_LR = 2.0    # a probed fact with at least this ratio ...
 IMPLIES_SYMPTOM_SCORE = 0.25  # ... that lifts a cause at least this high puts its symptom on the table
+NAMES_CAUSE_LR = 5.0        # ... and one of at least this ratio, read from the text, names the cause: it weighs 1
 MATCH_TEMPERATURE = 0.02    # weight of a matched symptom: exp(-(best match - its match) / this)
 OBSERVED_LEAD = 0.03        # a symptom seen to happen counts as matching this much better (weight x0.22)
 SETTINGS_SOURCE = "probe:setup"  # run settings describe the setup, not a problem: they never imply a symptom
@@ -119,15 +120,24 @@ def _probability(odds: float) -> float:
 def rank(state: State) -> list[RankedCause]:
     """Every cause of the weighted symptoms in the order of the score shown (weight × posterior).
 
+    The weight is the symptom's, except for a cause the report's own words name (a holding item of
+    ratio NAMES_CAUSE_LR or more read from the text, ``implying_causes``): that one weighs 1, since
+    its symptom's weight would count its own evidence a second time (docs/knowledge-format.md,
+    "Ranking across symptoms"). A probe's finding names none: a fault the user did not report
+    does not push the reported symptom's causes down.
+
     A cause belongs to one symptom (its id starts with it), so it is scored once; and one fault
     is reported once (``_one_report_per_fault``). Words the report shares with a cause
     (``state.words``) multiply its odds after its status is set, and only while evidence has not
     decided it (confirmed or ruled out): they reorder, never decide."""
     ranked = []
     values = state.values()
-    for sid, weight in state.weights.items():
+    same = twins(state.kb)
+    named = _named(state, same)
+    for sid, symptom_weight in state.weights.items():
         for cause in state.kb.symptoms[sid].causes:
             posterior, lines, confirmed = score_cause(cause, state.facts)
+            weight = 1.0 if cause.id in named else symptom_weight
             status = status_of(cause.prior, lines, confirmed, posterior, weight)
             if sid in state.evidence_only and status == "untested":
                 continue
@@ -137,10 +147,21 @@ def rank(state: State) -> list[RankedCause]:
                 cause.id, sid, cause.title, posterior * weight, status, cause.prior, lines,
                 [_render_fix(state.kb, fid, values) for fid in cause.fixes if fid in state.kb.fixes],
                 cause.sources, cause.summary, posterior, weight))
-    same = twins(state.kb)
-    ranked = _one_report_per_fault(ranked, same, state.fit)
+    ranked = _one_report_per_fault(ranked, same, state.weights, state.fit)
     ranked.sort(key=lambda c: (-c.score, c.status != "confirmed", c.id))
     return _contested_made_possible(ranked, alternatives(state.kb, same))
+
+
+def _named(state: State, same: Mapping[str, set[str]]) -> set[str]:
+    """Causes the report's words name (``implying_causes`` with ``said``), less those with a declared
+    twin under a symptom that weighs more: that twin already lists the fault where the report is
+    about it, and lifting the other would let a generic twin outrank that symptom's own, more
+    specific causes ("trainable params: 0" in a LoRA run is the adapter, not a frozen model)."""
+    named = implying_causes(state.kb, state.facts, NAMES_CAUSE_LR, said=True)
+    weight = state.weights
+    return {cid for cid in named
+            if not any(weight.get(state.kb.causes[t].symptom, 0.0) > weight.get(state.kb.causes[cid].symptom, 0.0)
+                       for t in same.get(cid, ()))}
 
 
 def alternatives(kb: KnowledgeBase, same: Mapping[str, set[str]]) -> dict[str, set[str]]:
@@ -207,15 +228,16 @@ def twins(kb: KnowledgeBase) -> dict[str, set[str]]:
 
 
 def _one_report_per_fault(ranked: list[RankedCause], twin_ids: Mapping[str, set[str]],
-                          fit: Mapping[str, float]) -> list[RankedCause]:
+                          weights: Mapping[str, float], fit: Mapping[str, float]) -> list[RankedCause]:
     """One entry per fault. Of twins, the one listed is the twin under the symptom that fits the
-    report best (weight, then how well it matched, then its own score); it is ranked at the best
-    score any twin reached (with that twin's status), so folding never loses the better-supported
-    twin's evidence. Its ``same_fault`` names every declared twin, on the table or not, and only
-    those."""
+    report best (the symptom's weight, then how well it matched, then its own score; a cause named
+    by its own evidence weighs 1 whatever its symptom weighs, which says nothing about what the
+    report is about); it is ranked at the best score any twin reached (with that twin's status), so
+    folding never loses the better-supported twin's evidence. Its ``same_fault`` names every
+    declared twin, on the table or not, and only those."""
     by_id = {c.id: c for c in ranked}
     kept, folded = [], set()
-    for cause in sorted(ranked, key=lambda c: (-c.weight, -fit.get(c.symptom, 0.0), -c.score, c.id)):
+    for cause in sorted(ranked, key=lambda c: (-weights[c.symptom], -fit.get(c.symptom, 0.0), -c.score, c.id)):
         if cause.id in folded:
             continue
         group = [by_id[i] for i in sorted(twin_ids.get(cause.id, ())) if i in by_id and i not in folded]
@@ -308,23 +330,38 @@ def _question(kb: KnowledgeBase, check: Check, value: float) -> Question:
 
 
 def implied_symptoms(kb: KnowledgeBase, facts: Mapping[str, Fact]) -> dict[str, float]:
-    """Symptoms that probed facts point to: a cause lifted to ≥ 0.25 by a holding item of ratio ≥ 2.
+    """Symptoms that probed facts point to: a cause lifted to ≥ 0.25 by a holding item of ratio ≥ 2
+    (``implying_causes``), weighed by the best such cause's posterior."""
+    implied: dict[str, float] = {}
+    for cid, posterior in implying_causes(kb, facts).items():
+        sid = kb.causes[cid].symptom
+        implied[sid] = max(implied.get(sid, 0.0), posterior)
+    return implied
+
+
+def implying_causes(kb: KnowledgeBase, facts: Mapping[str, Fact], min_lr: float = IMPLIES_SYMPTOM_LR,
+                    said: bool = False) -> dict[str, float]:
+    """Causes that facts point to on their own: a holding item of ratio ≥ ``min_lr`` lifts the cause
+    to ≥ 0.25 (ratio 2 implies a symptom; ratio NAMES_CAUSE_LR read from the report's own words,
+    ``said``, names the cause in ``rank``).
 
     Healthy artifacts still publish facts (padding side, dtype, ...); weak ones must not turn a
     clean report into a list of possible problems, and neither run settings (``_is_setting``) nor
     facts common to many symptoms' causes (``_symptom_agnostic``) ever do."""
     values = {name: f.value for name, f in facts.items()}
     agnostic = _symptom_agnostic(kb)
-    implied: dict[str, float] = {}
+    out: dict[str, float] = {}
     for cause in kb.causes.values():
         for ev in cause.evidence:
-            if (ev.lr < IMPLIES_SYMPTOM_LR or not ev.when.holds(values)
-                    or all(_is_setting(kb, facts[n]) or n in agnostic for n in ev.when.facts & facts.keys())):
+            telling = [n for n in ev.when.facts & facts.keys() if not _is_setting(kb, facts[n]) and n not in agnostic]
+            if ev.lr < min_lr or not ev.when.holds(values) or not telling or (
+                    said and all(facts[n].source != "text" for n in telling)):
                 continue
             score = score_cause(cause, facts)[0]
             if score >= IMPLIES_SYMPTOM_SCORE:
-                implied[cause.symptom] = max(implied.get(cause.symptom, 0.0), score)
-    return implied
+                out[cause.id] = score
+                break
+    return out
 
 
 def _symptom_agnostic(kb: KnowledgeBase) -> set[str]:

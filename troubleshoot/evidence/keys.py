@@ -95,12 +95,19 @@ def convert(spec: FactSpec, rule: KeyRule, raw: Any) -> Any:
 
 
 def _truth(raw: Any) -> bool | None:
+    """A switch's state. A number counts as on unless it is 0, written as a number (a YAML config's
+    ``quantization_bit: 4``) or as text (a command line's ``--quantization_bit 4``) alike."""
     if isinstance(raw, bool):
         return raw
     if isinstance(raw, (int, float)):
         return raw != 0
     text = str(raw).strip().lower()
-    return True if text in TRUE else False if text in FALSE else None
+    if text in TRUE or text in FALSE:
+        return text in TRUE
+    try:
+        return float(text) != 0
+    except ValueError:
+        return None
 
 
 def _parse(spec: FactSpec, value: Any) -> Any:
