@@ -1,0 +1,30 @@
+export PYTHONPATH=$PYTHONPATH:/root/OneChart/OneChart_code
+deepspeed vary/train/train_opt.py \
+    --deepspeed zero_config/zero2.json \
+    --model_name_or_path /root/OneChart/weights/OneChart/ \
+    --vision_tower /root/OneChart/weights/OneChart/ \
+    --freeze_vision_tower False \
+    --freeze_lm_model False \
+    --vision_select_layer -2 \
+    --use_im_start_end True \
+    --bf16 True \
+    --per_device_eval_batch_size 2 \
+    --gradient_accumulation_steps 1 \
+    --evaluation_strategy "no" \
+    --save_strategy "steps" \
+    --save_steps 250 \
+    --save_total_limit 1 \
+    --weight_decay 0. \
+    --warmup_ratio 0.03 \
+    --lr_scheduler_type "cosine" \
+    --logging_steps 1 \
+    --tf32 True \
+    --model_max_length 2048 \
+    --gradient_checkpointing True \
+    --dataloader_num_workers 4 \
+    --report_to none \
+    --per_device_train_batch_size 2 \
+    --num_train_epochs 1 \
+    --learning_rate 5e-5 \
+    --datasets chart_understand \
+    --output_dir checkpoints/onechart-finetune/

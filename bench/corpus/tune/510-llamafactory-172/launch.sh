@@ -1,0 +1,26 @@
+python src/train_sft.py \
+    --model_name_or_path /model/Baichuan-13B-Base \
+    --do_train \
+    --dataset alpaca_gpt4_zh \
+    --finetuning_type lora \
+    --lora_rank 64 \
+    --lora_target W_pack,o_proj,gate_proj,down_proj,up_proj \
+    --output_dir baichuan_lora \
+    --overwrite_cache \
+    --per_device_train_batch_size 8 \
+    --per_device_eval_batch_size 8 \
+    --gradient_accumulation_steps 8 \
+    --preprocessing_num_workers 16 \
+    --lr_scheduler_type cosine \
+    --logging_steps 1 \
+    --save_steps 100 \
+    --eval_steps 100 \
+    --learning_rate 5e-5 \
+    --max_grad_norm 0.5 \
+    --num_train_epochs 2.0 \
+    --dev_ratio 0.01 \
+    --evaluation_strategy steps \
+    --load_best_model_at_end \
+    --plot_loss \
+    --quantization_bit 8 \
+    --padding_side right \
