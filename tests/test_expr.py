@@ -81,8 +81,24 @@ def test_unknown_is_true_only_while_the_fact_has_no_value():
     assert expr.facts == {"train.amp_autocast", "train.precision"}
     assert expr.evaluate({"train.amp_autocast": True}) is True
     assert expr.evaluate({"train.amp_autocast": True, "train.precision": "fp16"}) is False
+    # a precision given closes the item whatever the AMP fact says (and such items carry no else_lr)
+    assert expr.evaluate({"train.precision": "fp16"}) is False
     with pytest.raises(Unknown):
-        expr.evaluate({"train.precision": "fp16"})  # the AMP fact itself is still needed
+        expr.evaluate({})  # the AMP fact itself is still needed while the precision is missing
+
+
+@pytest.mark.parametrize("source,facts,value", [
+    ("a.x == 1 or b.y == 2", {"b.y": 2}, True),          # decided by the second operand, the first unknown
+    ("a.x == 1 or b.y == 2", {"b.y": 3}, None),          # no operand decides, one is unknown
+    ("a.x == 1 and b.y == 2", {"b.y": 3}, False),        # a false operand decides an and, wherever it stands
+    ("a.x == 1 and b.y == 2", {"a.x": 1}, None),
+    ("a.x == 1 and b.y == 2", {"a.x": 1, "b.y": 2}, True),
+    ("(a.x == 1 or b.y == 2) and c.z", {"b.y": 2, "c.z": True}, True),
+])
+def test_and_or_are_three_valued(source, facts, value):
+    """Kleene's logic: "the version changed or the old release works" holds once the old release
+    is known to work, even while nobody said whether the version changed."""
+    assert Expr(source).holds(facts) is value
 
 
 @pytest.mark.parametrize("source", ["unknown(1)", "unknown(a.b, c.d)", "unknown(true)", "unknown(a.b + 1)"])

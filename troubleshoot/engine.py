@@ -76,7 +76,7 @@ def score_cause(cause: Cause, facts: Mapping[str, Fact]) -> tuple[float, list[Ev
             holds = bool(ev.when.evaluate(values))
         except (Unknown, ExprError):
             continue
-        named = sorted(ev.when.facts & facts.keys())  # `a and b` may decide on `a` alone
+        named = sorted(ev.when.facts & facts.keys())  # `a and b` may decide on either operand alone
         trust = min(facts[name].trust for name in named) if named else 1.0
         factor = (ev.lr if holds else ev.else_lr) ** trust  # weak evidence from text: a tempered ratio
         odds *= factor

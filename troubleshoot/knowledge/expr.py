@@ -175,8 +175,7 @@ class Expr:
         if isinstance(node, ast.UnaryOp):
             return _UNARY[type(node.op)](self._eval(node.operand, facts))
         if isinstance(node, ast.BoolOp):
-            values = (self._eval(v, facts) for v in node.values)
-            return all(values) if isinstance(node.op, ast.And) else any(values)
+            return self._three_valued(node, facts)
         if isinstance(node, ast.Compare):
             left = self._eval(node.left, facts)
             for op, right_node in zip(node.ops, node.comparators):
@@ -192,6 +191,24 @@ class Expr:
         if isinstance(node, ast.Call):
             return FUNCTIONS[node.func.id](*(self._eval(a, facts) for a in node.args))
         raise ExprError(f"{self.source!r}: cannot evaluate {type(node).__name__}")
+
+    def _three_valued(self, node: ast.BoolOp, facts: Mapping[str, Any]) -> bool:
+        """``and`` / ``or`` in Kleene's three-valued logic: one operand that decides is enough,
+        whichever its place and whatever the others are. "version changed or the old release
+        works" holds once the old release is known to work, even while nobody said whether the
+        version changed; read left to right, the unknown first operand hid it. Unknown only when
+        no known operand decides and one is unknown (the first such fact is the one named)."""
+        deciding = isinstance(node.op, ast.Or)  # an or is decided by a true operand, an and by a false one
+        missing = None
+        for value in node.values:
+            try:
+                if bool(self._eval(value, facts)) == deciding:
+                    return deciding
+            except Unknown as err:
+                missing = missing or err
+        if missing is not None:
+            raise missing
+        return not deciding
 
 
 UNKNOWN = "unknown"  # unknown(fact): true while the fact has no value. An item that stands in for a

@@ -548,13 +548,18 @@
         var e = evaluate(node.e, facts);
         if (node.op === "not") return V("bool", !truthy(e));
         return makeNum(e.t === "float" ? "float" : "int", node.op === "-" ? -num(e) : num(e));
-      case "bool":                              // all()/any() over a generator: stops early
+      case "bool":                              // Kleene: an operand that decides is enough, wherever it stands
+        var deciding = node.op === "or", missing = null;
         for (var i = 0; i < node.vs.length; i++) {
-          var x = truthy(evaluate(node.vs[i], facts));
-          if (node.op === "and" && !x) return FALSE;
-          if (node.op === "or" && x) return TRUE;
+          try {
+            if (truthy(evaluate(node.vs[i], facts)) === deciding) return deciding ? TRUE : FALSE;
+          } catch (err) {
+            if (!(err instanceof Unknown)) throw err;
+            if (missing === null) missing = err;
+          }
         }
-        return node.op === "and" ? TRUE : FALSE;
+        if (missing !== null) throw missing;
+        return deciding ? FALSE : TRUE;
       case "cmp":
         var left = evaluate(node.l, facts);
         for (var j = 0; j < node.ops.length; j++) {
