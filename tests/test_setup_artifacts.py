@@ -82,6 +82,11 @@ CASES = {
         "optimizer.weight_decay": 0.1, "train.grad_clip": 1.0, "model.dtype": "fp16",
         "fp16overflow.params_loaded_fp16": True, "fp16overflow.mask_fill_large": True,
         "mask.additive_fill_unsafe": True, "data.labels.pad_not_ignored": True}),
+    # settings kept as module constants and passed on by name: the constants' values, and the
+    # per-device batch (4) rather than the global BATCH_SIZE (128) that the key batch_size also matches
+    "lora_module_constants.py": ("training-script", {
+        "train.micro_batch_size": 4, "train.lr": 3e-4, "train.epochs": 3, "train.seq_len": 512, "train.lora_rank": 16,
+        "train.lora_alpha": 32, "train.kbit_base": True, "train.precision": "fp16", "train.grad_accum_steps": None}),
     "traceback_console.txt": ("log", {"data.tokens.out_of_range": True, "train.lr": None}),
 }
 

@@ -5,7 +5,8 @@ Settings come from the keyword arguments of the calls that configure training:
 ``LoraConfig(r=8)`` -> ``loraconfig.r``, ``from_pretrained(..., torch_dtype=torch.float16)`` ->
 ``from_pretrained.torch_dtype = "torch.float16"``, ``AdamW(..., betas=(0.9, 0.95))``,
 ``clip_grad_norm_(params, 1.0)``, the model name of ``from_pretrained("Qwen/Qwen2-7B")``; and from
-dict literals assigned to a name ending in ``config`` / ``args`` (a DeepSpeed config written inline).
+dict literals assigned to a name ending in ``config`` / ``args`` (a DeepSpeed config written inline),
+and from literals assigned to a name at module level (``LEARNING_RATE = 3e-4``).
 Besides settings, ``Pattern`` rows name code that is known to break training (probes/setup turns
 them into findings and facts):
 ``model.half()``, ``tokenizer.pad_token = tokenizer.eos_token``, a collator that masks every label equal
@@ -115,10 +116,11 @@ def _depth(tree: ast.AST) -> int:
 
 def script_settings(path: Path) -> list[Setting]:
     tree, lines = parse(path)
-    out: list[Setting] = []
+    out: list[Setting] = _module_constants(tree, lines)
+    constants = {setting.path: setting.value for setting in out}
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
-            out += _call_settings(node, lines)
+            out += _call_settings(node, lines, constants)
         elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict):
             names = [t.id.lower() for t in node.targets if isinstance(t, ast.Name)]
             if any(n.endswith(("config", "args", "cfg")) for n in names):
@@ -126,13 +128,32 @@ def script_settings(path: Path) -> list[Setting]:
     return out
 
 
-def _call_settings(node: ast.Call, lines: list[str]) -> list[Setting]:
+def _module_constants(tree: ast.Module, lines: list[str]) -> list[Setting]:
+    """Literals assigned to a name at the top of the script: many training scripts keep their
+    settings there (``MICRO_BATCH_SIZE = 4``, ``LEARNING_RATE = 3e-4``, ``load_in_4bit = True``) and
+    pass the names on, which a call's keywords then show only as names. Only scalars: a name bound
+    to a call or an expression is code, not a setting."""
+    out = []
+    for node in tree.body:
+        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else \
+            node.target if isinstance(node, ast.AnnAssign) else None
+        if not isinstance(target, ast.Name) or not isinstance(node.value, ast.Constant):
+            continue
+        value = node.value.value
+        if isinstance(value, (bool, int, float, str)):
+            out.append(Setting(snake(target.id), value, node.lineno, _quote(lines, node)))
+    return out
+
+
+def _call_settings(node: ast.Call, lines: list[str], constants: dict[str, Any]) -> list[Setting]:
+    """The keyword (and known positional) arguments of a call that configures training; an argument
+    that names a module constant (``learning_rate=LEARNING_RATE``) has that constant's value."""
     name = _call_name(node).lower()
     out = [Setting(*CALL_SETTINGS[name], node.lineno, _quote(lines, node))] if name in CALL_SETTINGS else []
     if not (name in CALLS or name.endswith(CONFIG_CALLS)):
         return out
     for i, arg in enumerate(node.args[:len(POSITIONAL.get(name, ()))]):
-        out.append(Setting(f"{name}.{POSITIONAL[name][i]}", _value(arg), node.lineno,
+        out.append(Setting(f"{name}.{POSITIONAL[name][i]}", _value(arg, constants), node.lineno,
                            f"{name}(... {ast.unparse(arg)[:60]})"))
     for kw in node.keywords:
         if kw.arg is None:
@@ -140,7 +161,7 @@ def _call_settings(node: ast.Call, lines: list[str]) -> list[Setting]:
         if isinstance(kw.value, ast.Dict):
             out += _dict_settings(kw.value, f"{name}.{snake(kw.arg)}.", lines)
         else:
-            out.append(Setting(f"{name}.{snake(kw.arg)}", _value(kw.value), kw.value.lineno,
+            out.append(Setting(f"{name}.{snake(kw.arg)}", _value(kw.value, constants), kw.value.lineno,
                                f"{kw.arg}={ast.unparse(kw.value)[:80]}"))
     return out
 
@@ -163,8 +184,11 @@ def _call_name(node: ast.Call) -> str:
     return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
 
 
-def _value(node: ast.AST) -> Any:
-    """A literal as its value, anything else as its source text (torch.float16, args.lr)."""
+def _value(node: ast.AST, constants: dict[str, Any] | None = None) -> Any:
+    """A literal as its value, a module constant's name as the constant's value, anything else as
+    its source text (torch.float16, args.lr)."""
+    if constants and isinstance(node, ast.Name) and snake(node.id) in constants:
+        return constants[snake(node.id)]
     try:
         return ast.literal_eval(node)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
