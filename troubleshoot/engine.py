@@ -353,9 +353,10 @@ def implying_causes(kb: KnowledgeBase, facts: Mapping[str, Fact], min_lr: float 
     out: dict[str, float] = {}
     for cause in kb.causes.values():
         for ev in cause.evidence:
+            if ev.lr < min_lr or not ev.when.holds(values):  # the cheap tests first: this runs per ranking
+                continue
             telling = [n for n in ev.when.facts & facts.keys() if not _is_setting(kb, facts[n]) and n not in agnostic]
-            if ev.lr < min_lr or not ev.when.holds(values) or not telling or (
-                    said and all(facts[n].source != "text" for n in telling)):
+            if not telling or said and all(facts[n].source != "text" for n in telling):
                 continue
             score = score_cause(cause, facts)[0]
             if score >= IMPLIES_SYMPTOM_SCORE:
