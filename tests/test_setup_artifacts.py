@@ -87,6 +87,10 @@ CASES = {
     "lora_module_constants.py": ("training-script", {
         "train.micro_batch_size": 4, "train.lr": 3e-4, "train.epochs": 3, "train.seq_len": 512, "train.lora_rank": 16,
         "train.lora_alpha": 32, "train.kbit_base": True, "train.precision": "fp16", "train.grad_accum_steps": None}),
+    # a DeepSpeed config dict in the script whose values are module constants: the constants' values
+    "deepspeed_dict_constants.py": ("training-script", {
+        "train.micro_batch_size": 2, "train.zero_stage": 3, "train.lr": 2e-5, "train.grad_clip": 1.0,
+        "train.precision": "bf16", "train.grad_accum_steps": 8}),
     "traceback_console.txt": ("log", {"data.tokens.out_of_range": True, "train.lr": None}),
 }
 

@@ -131,7 +131,7 @@ def names_a_fault(text: str) -> bool:
 # "Fine-tuning failure", a pasted RuntimeError): a fault, but not which one.
 _FAILED = re.compile(_words(r"errors?", r"fail\w*", r"exceptions?", r"traceback", r"bugs?", r"[a-z]*error",
                             r"[a-z]*exception", r"crash\w*", r"issues?", r"problems?") + _R
-                     + r"|报错|错误|出错|失败|异常|问题|有问题|出问题")
+                     + r"|报错|错误|出错|失败|异常|问题")
 
 
 def names_what_went_wrong(text: str) -> bool:

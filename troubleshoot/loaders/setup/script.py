@@ -124,7 +124,7 @@ def script_settings(path: Path) -> list[Setting]:
         elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict):
             names = [t.id.lower() for t in node.targets if isinstance(t, ast.Name)]
             if any(n.endswith(("config", "args", "cfg")) for n in names):
-                out += _dict_settings(node.value, "", lines)
+                out += _dict_settings(node.value, "", constants)
     return out
 
 
@@ -159,22 +159,24 @@ def _call_settings(node: ast.Call, lines: list[str], constants: dict[str, Any]) 
         if kw.arg is None:
             continue
         if isinstance(kw.value, ast.Dict):
-            out += _dict_settings(kw.value, f"{name}.{snake(kw.arg)}.", lines)
+            out += _dict_settings(kw.value, f"{name}.{snake(kw.arg)}.", constants)
         else:
             out.append(Setting(f"{name}.{snake(kw.arg)}", _value(kw.value, constants), kw.value.lineno,
                                f"{kw.arg}={ast.unparse(kw.value)[:80]}"))
     return out
 
 
-def _dict_settings(node: ast.Dict, prefix: str, lines: list[str], depth: int = 0) -> list[Setting]:
+def _dict_settings(node: ast.Dict, prefix: str, constants: dict[str, Any], depth: int = 0) -> list[Setting]:
+    """The entries of a config dict written in the script (a DeepSpeed config, ``training_args``),
+    nested keys joined with dots; a value that names a module constant has the constant's value."""
     out = []
     for key, value in zip(node.keys, node.values):
         if not (isinstance(key, ast.Constant) and isinstance(key.value, str)) or depth > 8:
             continue
         if isinstance(value, ast.Dict):
-            out += _dict_settings(value, f"{prefix}{snake(key.value)}.", lines, depth + 1)
+            out += _dict_settings(value, f"{prefix}{snake(key.value)}.", constants, depth + 1)
         else:
-            out.append(Setting(f"{prefix}{snake(key.value)}", _value(value), value.lineno,
+            out.append(Setting(f"{prefix}{snake(key.value)}", _value(value, constants), value.lineno,
                                f"{key.value!r}: {ast.unparse(value)[:80]}"))
     return out
 
