@@ -142,6 +142,30 @@ def test_the_same_reshape_error_in_training_is_not_a_converter(shipped_kb):
     assert fact_value(shipped_kb, text, "export.converter_rejects_layout") is None
 
 
+
+def test_a_zero3_run_whose_save_stops_on_the_generation_config_is_not_an_empty_zero3_save():
+    """ZeRO-3 in the launch line lifts the empty-shard save; the save's own ValueError names the
+    generation config, so that cause comes first and is the confirmed one."""
+    report = ("finetuning vicuna-7b-v1.5 with deepspeed --deepspeed ./scripts/zero3.json: training finishes, then "
+              "the model save fails\n  File \"/opt/conda/lib/python3.10/site-packages/transformers/generation/"
+              "configuration_utils.py\", line 560, in save_pretrained\n    raise ValueError(\nValueError: The "
+              "generation config instance is invalid -- `.validate()` throws warnings and/or exceptions. Fix these "
+              "issues to save the configuration.")
+    top = ranked(report)
+    assert top[0] == "save-export.generation-config-invalid", top[:3]
+    assert entry(report, "save-export.generation-config-invalid")["status"] == "confirmed"
+
+
+def test_a_missing_adapter_bin_next_to_a_pytorch_model_bin_is_not_the_safetensors_rename():
+    """'no adapter_model.bin' alone is also what a ZeRO-3 LoRA save that wrote pytorch_model.bin says;
+    only with adapter_model.safetensors in the folder is it PEFT's new file name."""
+    renamed = ("LoRA 训练完成后输出目录里有 adapter_config.json 和 adapter_model.safetensors，没有生成 adapter_model.bin，"
+               "合并脚本读不到")
+    assert ranked(renamed)[0] == "save-export.adapter-safetensors-not-bin", ranked(renamed)[:3]
+    zero3 = "deepspeed zero3 训练 lora 之后只有 pytorch_model.bin，运行 zero_to_fp32.py 转换后也没有 adapter_model.bin"
+    assert ranked(zero3)[0] != "save-export.adapter-safetensors-not-bin", ranked(zero3)[:3]
+
+
 # --- tp-mismatch ------------------------------------------------------------------------------
 
 

@@ -73,6 +73,25 @@ def test_an_oom_on_consumer_cards_is_not_a_transport_failure():
     assert top[0] == "system-failure.train-oom", top[:3]
 
 
+
+OOM_ON_GPU0 = ("torchrun --nproc_per_node 4 train.py dies while loading the model:\n"
+               "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 500.00 MiB. GPU 0 has a total capacity "
+               "of 23.65 GiB of which 41.06 MiB is free. {processes}")
+
+
+def test_an_oom_that_lists_the_ranks_on_one_gpu_points_at_the_device_choice():
+    """The OOM message lists every process holding memory on the GPU that ran out: four ranks of one
+    torchrun job on GPU 0 is the ranks' device choice, not a model that does not fit."""
+    report = OOM_ON_GPU0.format(processes=" ".join(f"Process {pid} has 5.80 GiB memory in use." for pid in range(7001, 7005)))
+    assert ranked(report)[0] == "system-failure.every-rank-on-one-gpu", ranked(report)[:3]
+
+
+def test_an_oom_of_one_process_stays_a_training_oom():
+    report = OOM_ON_GPU0.format(processes="Including non-PyTorch memory, this process has 23.60 GiB memory in use.")
+    top = ranked(report)
+    assert "system-failure.every-rank-on-one-gpu" not in top[:3], top[:3]
+
+
 # --- eval-oom ---------------------------------------------------------------------------------
 
 
