@@ -1,0 +1,21 @@
+llamafactory-cli train
+    --stage sft
+    --model_name_or_path /data/group/project1/models/QVQ-72B-Preview
+    --preprocessing_num_workers 16
+    --finetuning_type lora
+    --quantization_method bitsandbytes
+    --template qwen2_vl
+    --flash_attn auto
+    --dataset_dir /data/home/zdhs0028/LLaMA-Factory/data
+    --eval_dataset test_MolPuzzle_all
+    --cutoff_len 1024
+    --max_samples 100000
+    --per_device_eval_batch_size 1
+    --predict_with_generate True
+    --max_new_tokens 512
+    --top_p 0.7
+    --temperature 0.95
+    --output_dir saves/QVQ-72B-Preview/lora/eval_2025-03-25-18-09-37
+    --trust_remote_code True
+    --do_predict True
+    --adapter_name_or_path saves/QVQ-72B-Preview/lora/train_2025-03-24-20-48-48
