@@ -264,10 +264,15 @@ def main(argv: list[str] | None = None) -> int:
              "one."), "", *sure, "",
             f"Uncovered causes ({len(uncovered)}): " + (", ".join(f"`{u}`" for u in uncovered) or "none"),
             "", "## Per report", "", *per_report_table(outcomes), ""]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text("\n".join(text), encoding="utf-8")
-    print("\n".join(head + [""] + sure))
-    print(f"wrote {args.out}")
+    return write_results(args.out, text, head + [""] + sure, outcomes)
+
+
+def write_results(out: Path, text: list[str], shown: list[str], outcomes: list[Outcome]) -> int:
+    """Write the results file, print its summary, and fail when a run errored."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("\n".join(text), encoding="utf-8")
+    print("\n".join(shown))
+    print(f"wrote {out}")
     errors = [o for o in outcomes if o.error]
     for o in errors:
         print(f"error: {o.split}/{o.name}: {o.error}", file=sys.stderr)

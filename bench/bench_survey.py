@@ -24,7 +24,7 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_causes import REPO, known_cause_ids, run_one, summary, sureness  # noqa: E402
+from bench_causes import REPO, known_cause_ids, run_one, summary, sureness, write_results  # noqa: E402
 
 HALVES = ("A", "B")
 
@@ -70,14 +70,7 @@ def main(argv: list[str] | None = None) -> int:
             ("Half A was read to write knowledge; half B was not. `new:` labels count once the "
              "knowledge has that cause id (until then they read `uncovered:`)."), "", *head, "",
             "## Right when it sounds sure", "", *sure, ""]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text("\n".join(text), encoding="utf-8")
-    print("\n".join(head + [""] + sure))
-    print(f"wrote {args.out}")
-    errors = [o for o in outcomes if o.error]
-    for o in errors:
-        print(f"error: {o.split}/{o.name}: {o.error}", file=sys.stderr)
-    return 1 if errors else 0
+    return write_results(args.out, text, head + [""] + sure, outcomes)
 
 
 if __name__ == "__main__":
