@@ -17,6 +17,7 @@ Latin letters only, so "loss为nan" says nan).
 """
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 
@@ -92,7 +93,14 @@ _CHINESE = (
     r"|未(?:保存|更新|生效|使用)|无.{0,4}效果|效果[^，。,.]{0,4}没有"
     r"|(?<![能好行对够])不(?:收敛|下降|降|动|变|对|行|生效|起作用|工作|正常|正确|一致|稳定|准|好|能|够|足|出|更新|保存"
     r"|匹配|了)|(?<!有)没(?:有)?(?:怎么)?(?:下降|变|效果|反应|输出|生效|收敛|学到|起作用|用|保存|使用)")
-FAULT = re.compile("|".join([_BROKE, _SHORT, _DID_NOT, _FIX, _ZERO, _RISES, _FALLS, _CHINESE]))
+_FAULT = "|".join([_BROKE, _SHORT, _DID_NOT, _FIX, _ZERO, _RISES, _FALLS, _CHINESE])
+
+
+@functools.cache
+def _fault() -> re.Pattern:
+    """The fault words, compiled on first use: the 4 KB alternation takes ~7 ms to compile, which
+    every `llmfix ask` start paid although most reports never reach a test that needs it."""
+    return re.compile(_FAULT)
 
 # Asking how to do, set or choose something, whether a value is normal, when a model is
 # supported; and saying that the run is fine.
@@ -124,7 +132,7 @@ def _text(text: str) -> str:
 
 def names_a_fault(text: str) -> bool:
     """The text says something went wrong, did not happen, or asks how to fix it."""
-    return bool(FAULT.search(_text(text)))
+    return bool(_fault().search(_text(text)))
 
 
 # That something failed, errored or raised, said of every symptom alike ("微调chatglm2报错",
@@ -137,14 +145,14 @@ _FAILED = re.compile(_words(r"errors?", r"fail\w*", r"exceptions?", r"traceback"
 def names_what_went_wrong(text: str) -> bool:
     """The text names a fault beyond that something failed or errored: what went wrong (NaN, 0,
     hangs, repeats, 不下降, 卡住)."""
-    return bool(FAULT.search(_FAILED.sub(" ", _text(text))))
+    return bool(_fault().search(_FAILED.sub(" ", _text(text))))
 
 
 def asks_without_fault(text: str) -> bool:
     """A question about how to do, choose or read something, or a word that the run is fine,
     with no fault word anywhere in it."""
     text = _text(text)
-    return bool(ASKS.search(text)) and not FAULT.search(text)
+    return bool(ASKS.search(text)) and not _fault().search(text)
 
 
 # Words a title uses to name what it is about, not what went wrong: methods, stages, frameworks,
@@ -202,7 +210,7 @@ def names_only_a_topic(text: str) -> bool:
     """A one-line text, with no fault word, whose every word names a method, stage, framework,
     model or part of a run ("DPO training", "Qwen3 fine-tuning", "MoE router", "关于微调的问题")."""
     text = _text(text).strip()
-    if not text or "\n" in text or FAULT.search(text):
+    if not text or "\n" in text:
         return False
     chinese = "".join(re.findall(r"[\u3400-\u9fff]+", text))
     if any(ch not in _TOPIC_FILLER for ch in _TOPIC_ZH.sub("", chinese)):
@@ -213,4 +221,4 @@ def names_only_a_topic(text: str) -> bool:
         bare = re.sub(r"[\d.]+[a-z]{0,2}$", "", word) or word  # qwen2.5 -> qwen, llama3 -> llama
         if not (_SIZE_OR_VERSION.fullmatch(word) or bare in _TOPIC_EN or bare.rstrip("s") in _TOPIC_EN):
             return False
-    return bool(words or chinese)
+    return bool(words or chinese) and not _fault().search(text)  # the costly test last
