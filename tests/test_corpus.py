@@ -55,12 +55,6 @@ def test_halves_are_disjoint_by_url():
     assert not set(urls["tune"]) & set(urls["holdout"])
 
 
-def _knowledge_text() -> str:
-    root = CORPUS.parents[1]
-    files = [*root.glob("rules/**/*.yaml"), *root.glob("kb/*.md")]
-    return "\n".join(p.read_text(encoding="utf-8") for p in files)
-
-
 def _cites(text: str, url: str) -> bool:
     """A whole link, as bench/bench_causes.py counts it (its "not cited" row)."""
     sys.path.insert(0, str(CORPUS.parent))
@@ -78,7 +72,10 @@ def test_no_untouched_holdout_thread_is_a_source_of_the_knowledge():
     """Knowledge written from a holdout thread turns its report into a test of memory. From round 3
     on (filed after this check existed) no holdout thread may be cited in rules/ or kb/; the earlier
     rounds' cited threads are counted apart in bench/results/causes.md."""
-    text = _knowledge_text()
+    sys.path.insert(0, str(CORPUS.parent))
+    from bench_causes import knowledge_text
+
+    text = knowledge_text()
     cited = [_load(p)["url"] for s, p in REPORTS
              if s == "holdout" and _load(p).get("batch", 1) >= 3 and _cites(text, _load(p)["url"])]
     assert not cited, cited

@@ -9,7 +9,7 @@ import yaml
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 sys.path.insert(0, str(BENCH))
-from bench_causes import cites  # noqa: E402
+from bench_causes import cites, knowledge_text  # noqa: E402
 from bench_survey import half, label_now  # noqa: E402
 
 REQUIRED = ("url", "repo", "language", "title", "symptom", "label", "cause")  # and a body, empty when the
@@ -45,8 +45,7 @@ def test_no_thread_is_read_twice():
 
 
 def test_knowledge_never_cites_a_half_b_thread():
-    root = BENCH.parent
-    text = "\n".join(p.read_text(encoding="utf-8") for p in [*root.glob("rules/**/*.yaml"), *root.glob("kb/*.md")])
+    text = knowledge_text()
     cited = [entry["url"] for _, entry in THREADS if half(entry["url"]) == "B" and cites(text, entry["url"])]
     assert not cited, cited
 
