@@ -3,6 +3,7 @@ negations, error signatures; and the extractor's robustness on any input."""
 from __future__ import annotations
 
 import json
+import marshal
 
 import pytest
 from click.testing import CliRunner
@@ -502,6 +503,27 @@ def test_signatures(kb, text, signature, expected):
 def test_every_knowledge_expression_is_linear_time(kb):
     problems = [(p.rx, linear_problem(p.rx)) for p in table(kb) if linear_problem(p.rx)]
     assert problems == []
+
+
+def test_the_cached_pattern_table_reads_back_as_built(kb):
+    """The table is cached as plain tuples; a process reading the cache gets exactly the patterns
+    a fresh build makes (prefilter groups and choice pairs included), and a cache file holding the
+    older one-dict-per-row form is rebuilt, not misread."""
+    from troubleshoot.evidence import patterns
+    from troubleshoot.knowledge import cache
+
+    built = patterns.build(kb)
+    patterns._TABLES.clear()
+    assert patterns.table(kb) == built  # written by this call or an earlier one, then read back
+    patterns._TABLES.clear()
+    assert patterns.table(kb) == built  # read back from the cache file
+    assert any(p.values for p in built) and any(p.requires for p in built) and any(p.sets for p in built)
+    files = list(cache.cache_dir().glob(f"patterns-*{cache.SUFFIX}"))
+    assert files
+    for file in files:
+        file.write_bytes(marshal.dumps([dict(p._asdict()) for p in built]))
+    patterns._TABLES.clear()
+    assert patterns.table(kb) == built
 
 
 def test_a_dense_literal_does_not_hide_the_rare_words_it_needs(kb):

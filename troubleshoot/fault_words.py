@@ -212,10 +212,10 @@ def names_only_a_topic(text: str) -> bool:
     text = _text(text).strip()
     if not text or "\n" in text:
         return False
-    chinese = "".join(re.findall(r"[\u3400-\u9fff]+", text))
+    chinese = "" if text.isascii() else "".join(re.findall(r"[\u3400-\u9fff]+", text))
     if any(ch not in _TOPIC_FILLER for ch in _TOPIC_ZH.sub("", chinese)):
         return False
-    words = re.findall(r"[a-z0-9][a-z0-9.]*", re.sub(r"[\u3400-\u9fff]+", " ", text))
+    words = re.findall(r"[a-z0-9][a-z0-9.]*", text if not chinese else re.sub(r"[\u3400-\u9fff]+", " ", text))
     for word in words:
         word = word.strip(".")
         bare = re.sub(r"[\d.]+[a-z]{0,2}$", "", word) or word  # qwen2.5 -> qwen, llama3 -> llama

@@ -117,7 +117,6 @@ def language(text: str) -> str:
     return _IDENTIFIER.sub(" ", prose(out))
 
 
-_CJK = re.compile(r"[\u3400-\u9fff]")
 _LATIN_WORD = re.compile(r"[A-Za-z]{2,}", re.ASCII)
 
 
@@ -126,7 +125,9 @@ def is_chinese(text: str) -> bool:
     English words (a Chinese report names models and flags in English; a Chinese word is about
     two characters)."""
     words = language(text)
-    return len(_CJK.findall(words)) > 2 * len(_LATIN_WORD.findall(words))
+    if words.isascii():  # then no Chinese, and the costly Chinese character class is never compiled
+        return False
+    return len(re.findall(r"[\u3400-\u9fff]", words)) > 2 * len(_LATIN_WORD.findall(words))
 
 
 def _template_line(line: str) -> bool:

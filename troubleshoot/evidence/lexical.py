@@ -43,8 +43,8 @@ happen happens happened get gets got getting make makes made see saw seen show s
 find found look looks looked give gives gave take takes took come comes came always sometimes
 often every each many few lot lots around about already now then later again quickly
 python code error errors version versions support supported work works worked working use used
-file files line lines run runs ran
-用 跑 使用 运行 出现 开始 突然 一直 总是 经常 每次 然后 之后 后来 已经 现在"""))
+file files line lines run runs ran""")) | frozenset(  # Chinese words are their own tokens (bigrams)
+    "用 跑 使用 运行 出现 开始 突然 一直 总是 经常 每次 然后 之后 后来 已经 现在".split())
 
 
 # A command-line flag (`--save_steps 200`, `--lora_rank 4`) is a setting: its words ("save",
