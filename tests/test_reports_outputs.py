@@ -174,6 +174,15 @@ def test_a_converter_that_counts_another_vocabulary_is_the_size_mismatch_not_unt
     assert top[0] == "save-export.tokenizer-embedding-size-mismatch", top[:3]
 
 
+def test_a_model_ollama_cannot_load_is_not_a_missing_template():
+    """A template changes what a loaded model answers; a load refused over the vocabulary is the export."""
+    report = ("fine-tuned Llama-3-8B with LLaMA-Factory, exported, then ollama create and ollama run:\n"
+              "Error: llama runner process has terminated: error loading model: check_tensor_dims: tensor "
+              "'token_embd.weight' has wrong shape; expected  4096, 128257, got  4096, 128256,     1,     1")
+    top = ranked(report)
+    assert top[0] == "save-export.tokenizer-embedding-size-mismatch", top[:3]
+
+
 def test_the_loader_shape_error_reads_as_a_vocabulary_mismatch(shipped_kb):
     line = ("llama_model_load: error loading model: check_tensor_dims: tensor 'token_embd.weight' has wrong shape; "
             "expected  4096, 128257, got  4096, 128256,     1,     1")
