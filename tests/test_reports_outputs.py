@@ -166,6 +166,31 @@ def test_a_missing_adapter_bin_next_to_a_pytorch_model_bin_is_not_the_safetensor
     assert ranked(zero3)[0] != "save-export.adapter-safetensors-not-bin", ranked(zero3)[:3]
 
 
+def test_a_converter_that_counts_another_vocabulary_is_the_size_mismatch_not_untrained_tokens():
+    """The converter's refusal is about counts; untrained new-token rows would convert and answer badly."""
+    report = ("merged the LoRA into Llama-2-7b and converted with llama.cpp convert.py:\n"
+              "Exception: Vocab size mismatch (model has 32000, but merged/tokenizer.model has 32001).")
+    top = ranked(report)
+    assert top[0] == "save-export.tokenizer-embedding-size-mismatch", top[:3]
+
+
+def test_a_model_ollama_cannot_load_is_not_a_missing_template():
+    """A template changes what a loaded model answers; a load refused over the vocabulary is the export."""
+    report = ("fine-tuned Llama-3-8B with LLaMA-Factory, exported, then ollama create and ollama run:\n"
+              "Error: llama runner process has terminated: error loading model: check_tensor_dims: tensor "
+              "'token_embd.weight' has wrong shape; expected  4096, 128257, got  4096, 128256,     1,     1")
+    top = ranked(report)
+    assert top[0] == "save-export.tokenizer-embedding-size-mismatch", top[:3]
+
+
+def test_the_loader_shape_error_reads_as_a_vocabulary_mismatch(shipped_kb):
+    line = ("llama_model_load: error loading model: check_tensor_dims: tensor 'token_embd.weight' has wrong shape; "
+            "expected  4096, 128257, got  4096, 128256,     1,     1")
+    assert fact_value(shipped_kb, line, "export.vocab_size_mismatch") is True
+    assert fact_value(shipped_kb, "tensor 'blk.0.attn_q.weight' has wrong shape", "export.vocab_size_mismatch") is None
+
+
+
 # --- tp-mismatch ------------------------------------------------------------------------------
 
 

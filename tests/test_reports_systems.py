@@ -92,6 +92,28 @@ def test_an_oom_of_one_process_stays_a_training_oom():
     assert "system-failure.every-rank-on-one-gpu" not in top[:3], top[:3]
 
 
+def test_the_dispatcher_error_puts_the_streamed_batches_first():
+    """accelerate's own message (DataLoaderDispatcher._fetch_batches) names the fault, not a transport."""
+    report = ("streaming=True dataset, Trainer on 4 GPUs, dies at the first step:\n"
+              "RuntimeError: You can't use batches of different size with `dispatch_batches=True` or when using an "
+              "`IterableDataset`.either pass `dispatch_batches=False` and have each process fetch its own batch")
+    assert ranked(report)[0] == "system-failure.streaming-dispatch-batches"
+
+
+def test_a_streamed_run_that_times_out_later_is_not_the_dispatcher():
+    """Streaming alone is a setting: a watchdog timeout thousands of steps in stays a collective timeout."""
+    report = ("8 GPUs, streaming: true, max_steps 20000: after 6000 steps the job dies with Watchdog caught collective "
+              "operation timeout: WorkNCCL(SeqNum=90211, OpType=ALLREDUCE) ran for 1800052 milliseconds before timing out")
+    assert ranked(report)[0] != "system-failure.streaming-dispatch-batches", ranked(report)[:3]
+
+
+def test_a_vocab_size_of_zero_after_a_zero3_resize_is_the_resize():
+    report = ("added a pad token and called model.resize_token_embeddings(len(tokenizer)) with DeepSpeed ZeRO-3; "
+              "printing model.config.vocab_size right after the resize shows vocab_size = 0 and training crashes")
+    assert ranked(report)[0] == "system-failure.zero3-embedding-resize"
+
+
+
 # --- eval-oom ---------------------------------------------------------------------------------
 
 
