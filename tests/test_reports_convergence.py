@@ -125,6 +125,36 @@ def test_a_mask_that_broke_with_a_release_is_a_regression():
     assert "mask-error.framework-regression" in top[:3], top[:5]
 
 
+GEMMA3_TOKEN_TYPE_TRACE = """  File "/opt/venv/lib/python3.12/site-packages/transformers/models/gemma3/modeling_gemma3.py", line 780, in create_causal_mask_mapping
+    raise ValueError("`token_type_ids` is required as a model input when training")
+ValueError: `token_type_ids` is required as a model input when training"""
+
+
+def test_the_gemma3_token_type_ids_error_is_read_and_points_at_the_release(shipped_kb):
+    """The pasted trace sets the fact through its signature, and the mask regression leads."""
+    found = [s.signature.id for s in extract(shipped_kb, GEMMA3_TOKEN_TYPE_TRACE).signatures]
+    assert "gemma3_token_type_ids_required" in found
+    top = ranked(f"QLoRA SFT of gemma-3-12b-it with unsloth on plain text crashes at step 1:\n{GEMMA3_TOKEN_TYPE_TRACE}")
+    assert top[0] == "mask-error.framework-regression", top[:3]
+
+
+def test_a_token_type_ids_question_without_the_error_sets_nothing(shipped_kb):
+    assert fact_value(shipped_kb, "how does BERT use token_type_ids for sentence pairs?", "mask.token_type_ids_required") is None
+
+
+TRL_PADDING_FREE_WARNING = ("UserWarning: Padding-free training is enabled, but the attention implementation is not set to "
+                            "'flash_attention_2'. Padding-free training flattens batches into a single sequence, and "
+                            "'flash_attention_2' is the only known attention mechanism that reliably supports this.")
+
+
+def test_padding_free_without_flash_attention_points_at_packed_samples_attending_each_other(shipped_kb):
+    found = [s.signature.id for s in extract(shipped_kb, TRL_PADDING_FREE_WARNING).signatures]
+    assert "trl_padding_free_without_flash_attention" in found
+    top = ranked("SFT of Qwen2.5-1.5B with TRL SFTConfig(padding_free=True) and sdpa: the train loss starts much "
+                 f"higher than the padded run.\n{TRL_PADDING_FREE_WARNING}")
+    assert top[0] == "mask-error.packing-cross-attention", top[:3]
+
+
 def test_fa2_cache_right_padding_ranks_first_three_and_generation_stays_padding_side():
     error = ("ValueError: You are attempting to perform batched generation with padding_side='right' this may "
              "lead to unexpected behaviour for Flash Attention version of Qwen2. Make sure to call "
