@@ -165,11 +165,14 @@ def test_built_failure_ranks_its_cause(name, tmp_path):
 
 
 def test_measured_weights_outrank_the_config(tmp_path):
-    """x100 weights under a config that says 0.02: bad-init is not ruled out by the config value."""
+    """x100 weights under a config that says 0.02: bad-init is not ruled out by the config value;
+    the measurement puts it first. (It may stay `possible`: its sibling, a default init range too
+    large for the model's size, explains the same measurement.)"""
     args, answers = _weights_times_100(tmp_path)
     data = run(*args, answers=answers)
     cause = next(c for c in data["causes"] if c["id"] == "bad-init.std-too-large")
-    assert cause["status"] in ("likely", "confirmed") and cause["score"] > 0.9
+    assert data["causes"][0]["id"] == "bad-init.std-too-large"
+    assert cause["status"] not in ("ruled-out", "untested") and cause["score"] > 0.9
     assert any(e["fact"] == "weights.hidden_std" and e["holds"] for e in cause["evidence"])
 
 

@@ -31,7 +31,7 @@ from .knowledge.model import Cause, Check, KnowledgeBase, Symptom
 from .observations import Fact, Observations
 
 RULED_OUT, LIKELY = 0.05, 0.5
-LIKELY_LEAD = 1.5  # a likely cause scores at least this many times any other cause of its symptom
+LIKELY_LEAD = 3.0  # a likely cause scores at least this many times any other cause of its symptom
 COUNTERS = 0.2  # a factor this low (or lower) is strong evidence against: it defeats a `confirms` item
 MIN_QUESTION_VALUE = 0.02   # below this an answer would not visibly change the ranking
 IMPLIES_SYMPTOM_LR = 2.0    # a probed fact with at least this ratio ...
