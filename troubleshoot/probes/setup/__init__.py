@@ -25,7 +25,7 @@ from ...loaders.setup import settings
 from ...loaders.setup.read import read_console
 from ...observations import Artifact, Observations
 from .. import ProbeContext
-from .derive import defaults, derive, framework_of
+from .derive import defaults, derive, framework_of, warmup_fraction
 from .script import script_findings
 
 # Besides these (derived from several settings, or from code patterns), it publishes the facts the
@@ -52,6 +52,7 @@ def run(ctx: ProbeContext) -> Observations:
     hits, code = {}, {}
     for artifact in ctx.of_kind(*STRUCTURED):
         found = facts_from_settings(kb, rows := settings(artifact))
+        warmup_fraction(found)
         found.update(defaults(artifact, found))
         if artifact.kind == "training-script":
             code.update(script_findings(Path(artifact.path), found, obs))

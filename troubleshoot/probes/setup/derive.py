@@ -57,3 +57,16 @@ def defaults(artifact: Artifact, found: dict[str, Hit]) -> dict[str, Hit]:
     return {"export.zero3_gathers_on_save": Hit("export.zero3_gathers_on_save", False,
                                                 "stage3_gather_16bit_weights_on_model_save not set (DeepSpeed's "
                                                 "default: false)", stage.start, stage.end, 1.0, "key")}
+
+
+def warmup_fraction(found: dict[str, Hit]) -> None:
+    """A warmup length in (0, 1) is a fraction of the run, not a step count: Transformers v5
+    reads ``warmup_steps: 0.1`` as ``warmup_ratio`` (huggingface/transformers#41326, which
+    deprecates warmup_ratio) and trainers built on it (axolotl, TRL) pass the value through, so
+    0.1 means a warmup over 10% of the steps, never a warmup of 0.1 step."""
+    hit = found.get("train.warmup_iterations")
+    if hit is None or not 0 < hit.value < 1:
+        return
+    del found["train.warmup_iterations"]
+    found.setdefault("train.warmup_ratio", hit._replace(fact="train.warmup_ratio"))
+
