@@ -97,6 +97,22 @@ def test_healthy_recipe_is_read_and_quiet(name):
     assert_quiet(data)
 
 
+# A recipe probed together with the released config.json of the model it trains (what a user gives)
+RECIPE_WITH_MODEL = [("verl-grpo-qwen3moe-30b-megatron-lora", "qwen3-30b-a3b"),
+                     ("ms-swift-megatron-grpo-moe-lora", "qwen3-30b-a3b"),
+                     ("axolotl-gpt-oss-20b-fft-fsdp2", "gpt-oss-20b"),
+                     ("torchtune-qwen3-8b-lora", "qwen3-8b"),
+                     ("verl-grpo-qwen2.5-3b-lora", "qwen2.5-3b"),
+                     ("openrlhf-dapo-hybrid-engine", "llama-3-8b"),
+                     ("llamafactory-qwen3-full-sft-zero3", "qwen3-8b"),
+                     ("axolotl-mixtral-8x22b-qlora-fsdp", "mixtral-8x7b-v0.1")]
+
+
+@pytest.mark.parametrize("recipe, model", RECIPE_WITH_MODEL)
+def test_a_recipe_with_its_model_is_quiet(recipe, model):
+    assert_quiet(run("probe", "--static", *recipe_files(recipe), str(CAL / "healthy" / model)))
+
+
 def test_torchtune_profiler_warmup_is_not_the_lr_warmup():
     """torchtune's profiler.warmup_steps (5) is torch.profiler's schedule; read as the LR warmup it
     made a spike at step 7 of a 100-step warmup "likely" warmup-end (0.51)."""
@@ -256,3 +272,18 @@ def test_a_warmup_steps_below_one_is_a_fraction(tmp_path, warmup, read_as):
     read = settings_read(run("probe", "--static", str(config)))
     assert {k: read.get(k) for k in ("train.warmup_ratio", "train.warmup_iterations") if k in read} == read_as
 
+
+def test_a_llamafactory_megatron_config_trains_with_megatron():
+    """LLaMA-Factory's examples/megatron YAMLs (Megatron-Core parallel sizes) run on its mcore_adapter
+    backend, where Megatron computes the MoE aux loss: the framework is megatron, not the HF Trainer."""
+    from troubleshoot.loaders.setup import settings
+    from troubleshoot.observations import Artifact
+    from troubleshoot.probes.setup.derive import framework_of
+
+    def framework(name: str) -> str | None:
+        path = recipe_files(name)[0]
+        artifact = Artifact(path=path, kind="trainer-config", detail="LLaMA-Factory config")
+        return framework_of(artifact, settings(artifact))
+
+    assert framework("llamafactory-qwen3-moe-megatron-full") == "megatron"
+    assert framework("llamafactory-qwen3-lora-sft") == "hf-trainer"

@@ -11,6 +11,9 @@ CONFIG_FRAMEWORKS = {"deepspeed config": "deepspeed", "LLaMA-Factory config": "h
                      "training arguments": "hf-trainer", "NeMo / Megatron-Core config": "megatron",
                      "torchtune config": "pytorch", "OLMo config": "pytorch", "mlx-lm LoRA config": "other"}
 
+# Megatron-Core parallel sizes: in a LLaMA-Factory YAML they select its mcore_adapter backend
+MEGATRON_PARALLEL = {"tensor_model_parallel_size", "pipeline_model_parallel_size", "expert_model_parallel_size"}
+
 
 def derive(obs: Observations, source: str) -> None:
     values = {name: fact.value for name, fact in obs.facts.items()}
@@ -32,6 +35,8 @@ def derive(obs: Observations, source: str) -> None:
 def framework_of(artifact: Artifact, rows: list) -> str | None:
     """The training framework a config or command belongs to, when it says."""
     if artifact.kind == "trainer-config":
+        if artifact.detail == "LLaMA-Factory config" and {r.path for r in rows} & MEGATRON_PARALLEL:
+            return "megatron"  # its Megatron-Core backend (mcore_adapter, hiyouga/LLaMA-Factory#9237) trains
         return CONFIG_FRAMEWORKS.get(artifact.detail)
     paths = {r.path for r in rows}
     if paths & {"tensor_model_parallel_size", "num_layers", "micro_batch_size"} and \
