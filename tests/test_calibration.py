@@ -97,6 +97,22 @@ def test_healthy_recipe_is_read_and_quiet(name):
     assert_quiet(data)
 
 
+# A recipe probed together with the released config.json of the model it trains (what a user gives)
+RECIPE_WITH_MODEL = [("verl-grpo-qwen3moe-30b-megatron-lora", "qwen3-30b-a3b"),
+                     ("ms-swift-megatron-grpo-moe-lora", "qwen3-30b-a3b"),
+                     ("axolotl-gpt-oss-20b-fft-fsdp2", "gpt-oss-20b"),
+                     ("torchtune-qwen3-8b-lora", "qwen3-8b"),
+                     ("verl-grpo-qwen2.5-3b-lora", "qwen2.5-3b"),
+                     ("openrlhf-dapo-hybrid-engine", "llama-3-8b"),
+                     ("llamafactory-qwen3-full-sft-zero3", "qwen3-8b"),
+                     ("axolotl-mixtral-8x22b-qlora-fsdp", "mixtral-8x7b-v0.1")]
+
+
+@pytest.mark.parametrize("recipe, model", RECIPE_WITH_MODEL)
+def test_a_recipe_with_its_model_is_quiet(recipe, model):
+    assert_quiet(run("probe", "--static", *recipe_files(recipe), str(CAL / "healthy" / model)))
+
+
 def test_torchtune_profiler_warmup_is_not_the_lr_warmup():
     """torchtune's profiler.warmup_steps (5) is torch.profiler's schedule; read as the LR warmup it
     made a spike at step 7 of a 100-step warmup "likely" warmup-end (0.51)."""
@@ -107,15 +123,22 @@ def test_torchtune_profiler_warmup_is_not_the_lr_warmup():
 
 
 def test_a_clip_epsilon_is_not_adams_eps(tmp_path):
-    """PPO/GRPO clip ranges (torchtune loss.epsilon, axolotl trl.epsilon) and axolotl's diffusion.eps
-    are not Adam's eps; the DPO/GRPO beta beside them is still read."""
+    """PPO/GRPO clip ranges (torchtune loss.epsilon, axolotl trl.epsilon, TRL / ms-swift --epsilon) and
+    axolotl's diffusion.eps are not Adam's eps; the DPO/GRPO beta beside them, and adam_epsilon, still are read."""
     axolotl = tmp_path / "grpo.yml"
     axolotl.write_text("base_model: Qwen/Qwen2.5-1.5B\nmicro_batch_size: 2\nlearning_rate: 1.0e-6\n"
                        "rl: grpo\ntrl:\n  beta: 0.04\n  epsilon: 0.2\ndiffusion:\n  eps: 1.0e-3\n")
-    for files in ([str(axolotl)], recipe_files("torchtune-llama2-1b-ppo")):
+    trl = tmp_path / "grpo.sh"  # TRL / ms-swift GRPO: --epsilon and --epsilon_high are the clip range
+    trl.write_text("trl grpo --model_name_or_path Qwen/Qwen2.5-1.5B --learning_rate 1e-6 --epsilon 0.2 "
+                   "--epsilon_high 0.28 --beta 0.0\n")
+    for files in ([str(axolotl)], [str(trl)], recipe_files("torchtune-llama2-1b-ppo"),
+                  recipe_files("ms-swift-megatron-grpo-moe-lora")):
         read = settings_read(run("probe", "--static", *files))
-        assert "optimizer.eps" not in read and read["train.lr"] in (1e-6, 3e-6)
+        assert "optimizer.eps" not in read and read["train.lr"] in (1e-6, 3e-6, 5e-5)
     assert settings_read(run("probe", "--static", str(axolotl)))["train.pref.beta"] == 0.04
+    adam = tmp_path / "sft.sh"  # an optimizer's own epsilon still is
+    adam.write_text("accelerate launch sft.py --learning_rate 2e-5 --adam_epsilon 1e-6\n")
+    assert settings_read(run("probe", "--static", str(adam)))["optimizer.eps"] == 1e-6
 
 
 @pytest.mark.parametrize("case", FAILURES, ids=[c["id"] for c in FAILURES])
@@ -223,3 +246,47 @@ def test_fp16_only_causes_stay_low_in_bf16(shipped_kb):
     scores = {c.id: round(score_cause(c, facts)[0], 3) for c in fp16_only}
     assert len(scores) >= 7 and all(s < 0.25 for s in scores.values()), scores
     assert scores["fp16-overflow.loss-scale-collapse"] < 0.4
+
+
+@pytest.mark.parametrize("order", [("train.micro_batch_size 8", "train.batch_size 128", "rollout.micro_batch_size 16",
+                                    "rollout.batch_size 1024"),
+                                   ("rollout.batch_size 1024", "train.batch_size 128", "rollout.micro_batch_size 16",
+                                    "train.micro_batch_size 8")])
+def test_openrlhf_grouped_cli_batch_sizes_are_read_whatever_their_order(tmp_path, order):
+    """OpenRLHF's grouped CLI: --train.batch_size is the global batch and --rollout.* the experience-making
+    batches (openrlhf/cli/train_ppo_ray.py); read as the micro-batch, the last one written won (128 in its
+    DAPO example instead of 8)."""
+    script = tmp_path / "train.sh"
+    script.write_text("python3 -m openrlhf.cli.train_ppo_ray --actor.model_name_or_path Qwen/Qwen3-8B "
+                      + " ".join(f"--{flag}" for flag in order) + " --actor.adam.lr 5e-7 --ds.zero_stage 3\n")
+    read = settings_read(run("probe", "--static", str(script)))
+    assert (read["train.micro_batch_size"], read["train.global_batch_size"]) == (8, 128)
+    assert (read["train.rollout_batch_size"], read["train.rollout_micro_batch_size"]) == (1024, 16)
+
+
+@pytest.mark.parametrize("warmup, read_as", [("0.1", {"train.warmup_ratio": 0.1}),
+                                             ("100", {"train.warmup_iterations": 100})])
+def test_a_warmup_steps_below_one_is_a_fraction(tmp_path, warmup, read_as):
+    """Transformers v5 reads warmup_steps in (0, 1) as warmup_ratio (huggingface/transformers#41326), and
+    axolotl passes it through; read as 0.1 step it was a run with no warmup at all."""
+    config = tmp_path / "lora.yml"
+    config.write_text(f"base_model: Qwen/Qwen3-8B\nadapter: lora\nlora_r: 16\nmicro_batch_size: 1\n"
+                      f"learning_rate: 0.0002\nwarmup_steps: {warmup}\n")
+    read = settings_read(run("probe", "--static", str(config)))
+    assert {k: read.get(k) for k in ("train.warmup_ratio", "train.warmup_iterations") if k in read} == read_as
+
+
+def test_a_llamafactory_megatron_config_trains_with_megatron():
+    """LLaMA-Factory's examples/megatron YAMLs (Megatron-Core parallel sizes) run on its mcore_adapter
+    backend, where Megatron computes the MoE aux loss: the framework is megatron, not the HF Trainer."""
+    from troubleshoot.loaders.setup import settings
+    from troubleshoot.observations import Artifact
+    from troubleshoot.probes.setup.derive import framework_of
+
+    def framework(name: str) -> str | None:
+        path = recipe_files(name)[0]
+        artifact = Artifact(path=path, kind="trainer-config", detail="LLaMA-Factory config")
+        return framework_of(artifact, settings(artifact))
+
+    assert framework("llamafactory-qwen3-moe-megatron-full") == "megatron"
+    assert framework("llamafactory-qwen3-lora-sft") == "hf-trainer"

@@ -32,10 +32,11 @@ HF_KEYS = {"learning_rate", "per_device_train_batch_size", "gradient_accumulatio
 # Keys a trainer uses in its own sense, renamed so that no fact's key matches them (a key matches a
 # path ending in it): mlx-lm's num_layers counts the layers LoRA is applied to; torchtune's
 # profiler.warmup_steps is torch.profiler's schedule (its LR warmup is lr_scheduler.num_warmup_steps);
-# a GRPO loss's epsilon is the PPO clip range and axolotl's diffusion.eps a masking floor, not Adam's eps.
+# axolotl's diffusion.eps is a masking floor, not Adam's eps (a GRPO loss's bare epsilon, the PPO clip
+# range, is no key of Adam's eps at all: rules/_facts/optimizer.yaml).
 RENAMES = {"mlx-lm": {"num_layers": "lora_layers"},
-           "torchtune": {"profiler.warmup_steps": "profiler.trace_warmup_steps", "loss.epsilon": "loss.clip_epsilon"},
-           "axolotl": {"trl.epsilon": "trl.clip_epsilon", "diffusion.eps": "diffusion.mask_eps"}}
+           "torchtune": {"profiler.warmup_steps": "profiler.trace_warmup_steps"},
+           "axolotl": {"diffusion.eps": "diffusion.mask_eps"}}
 TRAINING_KEYS = HF_KEYS | {"lr", "optimizer", "optim", "batch_size", "micro_batch_size", "precision", "max_steps",
                            "epochs", "seq_len", "max_seq_length", "model"}
 

@@ -25,7 +25,7 @@ from ...loaders.setup import settings
 from ...loaders.setup.read import read_console
 from ...observations import Artifact, Observations
 from .. import ProbeContext
-from .derive import defaults, derive, framework_of
+from .derive import defaults, derive, framework_of, warmup_fraction
 from .script import script_findings
 
 # Besides these (derived from several settings, or from code patterns), it publishes the facts the
@@ -35,7 +35,8 @@ PUBLISHES = ("data.collator_masks_pad", "data.eos.appended", "data.labels.pad_no
              "export.peft_state_dict_override", "export.zero3_gathers_on_save",
              "fp16overflow.mask_fill_large", "fp16overflow.params_loaded_fp16", "mask.additive_fill_unsafe",
              "model.dtype", "model.pad_is_eos", "pref.reward_direction_inverted", "tp.size", "train.framework",
-             "train.parallelism", "train.pp_size", "train.precision", "train.zero_stage")
+             "train.parallelism", "train.pp_size", "train.precision", "train.warmup_iterations",
+             "train.warmup_ratio", "train.zero_stage")
 SOURCE = "probe:setup"        # settings written down (engine.SETTINGS_SOURCE: they imply no symptom)
 CONSOLE = "probe:console"     # errors and values read from console output
 SCRIPT = "probe:script"       # code in a training script known to break training
@@ -52,6 +53,7 @@ def run(ctx: ProbeContext) -> Observations:
     hits, code = {}, {}
     for artifact in ctx.of_kind(*STRUCTURED):
         found = facts_from_settings(kb, rows := settings(artifact))
+        warmup_fraction(found)
         found.update(defaults(artifact, found))
         if artifact.kind == "training-script":
             code.update(script_findings(Path(artifact.path), found, obs))

@@ -11,6 +11,9 @@ CONFIG_FRAMEWORKS = {"deepspeed config": "deepspeed", "LLaMA-Factory config": "h
                      "training arguments": "hf-trainer", "NeMo / Megatron-Core config": "megatron",
                      "torchtune config": "pytorch", "OLMo config": "pytorch", "mlx-lm LoRA config": "other"}
 
+# Megatron-Core parallel sizes: in a LLaMA-Factory YAML they select its mcore_adapter backend
+MEGATRON_PARALLEL = {"tensor_model_parallel_size", "pipeline_model_parallel_size", "expert_model_parallel_size"}
+
 
 def derive(obs: Observations, source: str) -> None:
     values = {name: fact.value for name, fact in obs.facts.items()}
@@ -32,6 +35,8 @@ def derive(obs: Observations, source: str) -> None:
 def framework_of(artifact: Artifact, rows: list) -> str | None:
     """The training framework a config or command belongs to, when it says."""
     if artifact.kind == "trainer-config":
+        if artifact.detail == "LLaMA-Factory config" and {r.path for r in rows} & MEGATRON_PARALLEL:
+            return "megatron"  # its Megatron-Core backend (mcore_adapter, hiyouga/LLaMA-Factory#9237) trains
         return CONFIG_FRAMEWORKS.get(artifact.detail)
     paths = {r.path for r in rows}
     if paths & {"tensor_model_parallel_size", "num_layers", "micro_batch_size"} and \
@@ -57,3 +62,16 @@ def defaults(artifact: Artifact, found: dict[str, Hit]) -> dict[str, Hit]:
     return {"export.zero3_gathers_on_save": Hit("export.zero3_gathers_on_save", False,
                                                 "stage3_gather_16bit_weights_on_model_save not set (DeepSpeed's "
                                                 "default: false)", stage.start, stage.end, 1.0, "key")}
+
+
+def warmup_fraction(found: dict[str, Hit]) -> None:
+    """A warmup length in (0, 1) is a fraction of the run, not a step count: Transformers v5
+    reads ``warmup_steps: 0.1`` as ``warmup_ratio`` (huggingface/transformers#41326, which
+    deprecates warmup_ratio) and trainers built on it (axolotl, TRL) pass the value through, so
+    0.1 means a warmup over 10% of the steps, never a warmup of 0.1 step."""
+    hit = found.get("train.warmup_iterations")
+    if hit is None or not 0 < hit.value < 1:
+        return
+    del found["train.warmup_iterations"]
+    found.setdefault("train.warmup_ratio", hit._replace(fact="train.warmup_ratio"))
+
