@@ -10,7 +10,7 @@ number can be recomputed by hand. Causes are scored independently: two bugs can 
 Statuses come from evidence, never from a prior alone: ``untested`` until some item applied a
 factor other than 1, ``ruled-out`` only when factors below 1 took the score under RULED_OUT,
 ``likely`` only for a cause at LIKELY or above that leads its symptom's other causes (and its
-``alternatives`` under other symptoms) by LIKELY_LEAD.
+``alternatives`` under other symptoms) by LIKELY_LEAD (LIKELY_LEAD_PRIOR over one still untested).
 
 Question order: ask the unknown fact whose answer could move the causes most per unit of effort,
 ``sum_c weight(symptom) * P(c) * |ln lr - ln else_lr|`` over the evidence that reads it, divided by
@@ -31,7 +31,8 @@ from .knowledge.model import Cause, Check, KnowledgeBase, Symptom
 from .observations import Fact, Observations
 
 RULED_OUT, LIKELY = 0.05, 0.5
-LIKELY_LEAD = 3.0  # a likely cause scores at least this many times any other cause of its symptom
+LIKELY_LEAD = 3.0  # a likely cause scores at least this many times any other cause of its symptom that
+LIKELY_LEAD_PRIOR = 2.0  # evidence moved, and this many times one still untested (docs/calibration.md)
 COUNTERS = 0.2  # a factor this low (or lower) is strong evidence against: it defeats a `confirms` item
 MIN_QUESTION_VALUE = 0.02   # below this an answer would not visibly change the ranking
 IMPLIES_SYMPTOM_LR = 2.0    # a probed fact with at least this ratio ...
@@ -185,18 +186,20 @@ def alternatives(kb: KnowledgeBase, same: Mapping[str, set[str]]) -> dict[str, s
 
 def _contested_made_possible(ranked: list[RankedCause], alternative: Mapping[str, set[str]]) -> list[RankedCause]:
     """``likely`` only for a cause that scores LIKELY_LEAD times every other cause of its symptom
-    and every alternative of it (``alternatives``). Causes of one symptom compete to explain the
-    same failure: when two fit about equally well, the evidence has not told them apart, and
-    calling either likely sends the user to fix the wrong one half the time. Causes of different
-    symptoms can both be present (weights x100 also overflow fp16), so they do not contest each
-    other, unless one condition confirms both: a version regression that may be the zero loss's or
-    the NaN's is not known to be either. Confirmed causes keep their status."""
+    and every alternative of it (``alternatives``) that the evidence moved, and LIKELY_LEAD_PRIOR
+    times one still at its prior. Causes of one symptom compete to explain the same failure: when
+    two fit about equally well, the evidence has not told them apart, and calling either likely
+    sends the user to fix the wrong one half the time; a rival the evidence also lifted is the
+    stronger competitor. Causes of different symptoms can both be present (weights x100 also
+    overflow fp16), so they do not contest each other, unless one condition confirms both: a
+    version regression that may be the zero loss's or the NaN's is not known to be either.
+    Confirmed causes keep their status."""
     for cause in ranked:
         if cause.status != "likely":
             continue
-        rival = max((c.score for c in ranked if c is not cause and
-                     (c.symptom == cause.symptom or c.id in alternative.get(cause.id, ()))), default=0.0)
-        if cause.score < LIKELY_LEAD * rival:
+        rivals = [c for c in ranked if c is not cause and
+                  (c.symptom == cause.symptom or c.id in alternative.get(cause.id, ()))]
+        if any(cause.score < (LIKELY_LEAD_PRIOR if c.status == "untested" else LIKELY_LEAD) * c.score for c in rivals):
             cause.status = "possible"
     return ranked
 

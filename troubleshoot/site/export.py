@@ -232,6 +232,7 @@ def symptom_data(kb: KnowledgeBase, symptom: Symptom, urls: dict[str, str]) -> d
     return {
         "id": symptom.id, "title": symptom.title,
         "consts": {"RULED_OUT": engine.RULED_OUT, "LIKELY": engine.LIKELY, "LIKELY_LEAD": engine.LIKELY_LEAD,
+                   "LIKELY_LEAD_PRIOR": engine.LIKELY_LEAD_PRIOR,
                    "COUNTERS": engine.COUNTERS, "MIN_QUESTION_VALUE": engine.MIN_QUESTION_VALUE},
         "checks": checks, "causes": causes, "fixes": fixes,
         "facts": {name: fact_spec(kb, name) for name in sorted(facts)},

@@ -836,11 +836,16 @@
     return contestedMadePossible(ranked, symptom.consts);
   }
 
-  // _contested_made_possible(): likely only for a cause LIKELY_LEAD times every other cause's score
+  // _contested_made_possible(): likely only for a cause LIKELY_LEAD times every other cause the
+  // evidence moved, and LIKELY_LEAD_PRIOR times every other cause still untested
   function contestedMadePossible(ranked, consts) {
-    ranked.forEach(function (c, i) {
-      var rival = ranked.length > 1 ? ranked[i === 0 ? 1 : 0].score : 0.0;
-      if (c.status === "likely" && c.score < consts.LIKELY_LEAD * rival) c.status = "possible";
+    ranked.forEach(function (c) {
+      if (c.status !== "likely") return;
+      var contested = ranked.some(function (r) {
+        var lead = r.status === "untested" ? consts.LIKELY_LEAD_PRIOR : consts.LIKELY_LEAD;
+        return r !== c && c.score < lead * r.score;
+      });
+      if (contested) c.status = "possible";
     });
     return ranked;
   }
