@@ -300,6 +300,24 @@ def test_a_shared_confirming_condition_alone_makes_no_twins(kb, mini_root):
     assert shown["nan-loss.invalid-mask"].same_fault == [] and shown["loss-spike.mask-values"].same_fault == []
 
 
+@pytest.mark.parametrize("moved, status", [(False, "likely"), (True, "possible")])
+def test_likely_leads_a_moved_rival_3x_and_an_untested_one_2x(mini_root, moved, status):
+    """lr-too-high at 0.6 (0.2 x 4 x 1.5) against invalid-mask at 0.25: a 2.4x lead. Enough over
+    a rival still at its prior (LIKELY_LEAD_PRIOR 2), not over one the same evidence moved (3)."""
+    rule = mini_root / "rules" / "nan-loss.yaml"
+    text = rule.read_text().replace("    prior: 0.1\n", "    prior: 0.25\n", 1)
+    if moved:  # the fp16 answer nudges invalid-mask too (0.25 -> 0.26)
+        said = "        says: A mask value other than 0/1 reaches the softmax.\n"
+        text = text.replace(said, said + '      - when: train.precision == "fp16"\n        lr: 1.05\n')
+    rule.write_text(text)
+    kb, problems = load_with_problems(mini_root)
+    assert not problems, problems
+    diag = diagnose(kb, {"nan-loss": 1.0}, answers=user(nanloss__early=True, train__precision="fp16"))
+    assert cause(diag, "nan-loss.lr-too-high").score == pytest.approx(0.6)
+    assert cause(diag, "nan-loss.invalid-mask").status == ("possible" if moved else "untested")
+    assert cause(diag, "nan-loss.lr-too-high").status == status
+
+
 @pytest.mark.parametrize("shared, status", [(True, "possible"), (False, "likely")])
 def test_causes_one_condition_confirms_alike_contest_likely_across_symptoms(kb, mini_root, shared, status):
     """The regression that NaNs and the one that spikes are confirmed by the same "the previous
