@@ -1,0 +1,3 @@
+    --tune_img_projector False \
+    --freeze_vision_tower True \
+    --freeze_llm False \
