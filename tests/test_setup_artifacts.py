@@ -220,6 +220,31 @@ def test_an_indented_excerpt_of_a_script_is_read_as_python(tmp_path):
     assert result.exit_code == 2 and "not valid Python" in result.output
 
 
+def test_the_defaults_of_a_dataclass_config_are_its_settings(tmp_path):
+    """HfArgumentParser / tyro configs keep their settings as dataclass field defaults; a
+    default_factory or an expression is code, and a plain class is not a config."""
+    script = tmp_path / "finetune.py"
+    script.write_text("from dataclasses import dataclass, field\n\n"
+                      "@dataclass\nclass TrainerConfig(BaseConfig):\n"
+                      "    per_device_train_batch_size: int = field(default=4)\n"
+                      "    learning_rate: float = 2e-5\n"
+                      "    save_only_model: bool = field(default=True)\n"
+                      "    lora_target: list = field(default_factory=list)\n\n"
+                      "class Helper:\n    gradient_accumulation_steps: int = 8\n")
+    _, obs = _probe(script)
+    assert obs.facts["train.micro_batch_size"].value == 4 and obs.facts["train.lr"].value == 2e-5
+    assert obs.facts["train.save_only_model"].value is True
+    assert "train.grad_accum_steps" not in obs.facts
+
+
+def test_weights_only_checkpoints_are_read_from_a_trainer_config(tmp_path):
+    """save_only_model (HF Trainer) leaves the optimizer, scheduler and RNG state out of checkpoints."""
+    config = tmp_path / "qwen_lora_sft.yaml"
+    config.write_text("stage: sft\nfinetuning_type: lora\nsave_steps: 500\nsave_only_model: true\nbf16: true\n")
+    _, obs = _probe(config)
+    assert obs.facts["train.save_only_model"].value is True
+
+
 @pytest.mark.parametrize("name,text,key,fact,value,line", [
     ("config.yaml", "```yaml\nstage: sft\nfinetuning_type: lora\nlearning_rate: 1.0e-4\nbf16: true\n```\n",
      "bf16", "train.precision", "bf16", 5),                                 # copied with its Markdown fence

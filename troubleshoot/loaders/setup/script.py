@@ -6,7 +6,8 @@ Settings come from the keyword arguments of the calls that configure training:
 ``from_pretrained.torch_dtype = "torch.float16"``, ``AdamW(..., betas=(0.9, 0.95))``,
 ``clip_grad_norm_(params, 1.0)``, the model name of ``from_pretrained("Qwen/Qwen2-7B")``; and from
 dict literals assigned to a name ending in ``config`` / ``args`` (a DeepSpeed config written inline),
-and from literals assigned to a name at module level (``LEARNING_RATE = 3e-4``).
+from literals assigned to a name at module level (``LEARNING_RATE = 3e-4``), and from the literal
+defaults of ``@dataclass`` fields (``per_device_train_batch_size: int = field(default=4)``).
 Besides settings, ``Pattern`` rows name code that is known to break training (probes/setup turns
 them into findings and facts):
 ``model.half()``, ``tokenizer.pad_token = tokenizer.eos_token``, a collator that masks every label equal
@@ -125,6 +126,36 @@ def script_settings(path: Path) -> list[Setting]:
             names = [t.id.lower() for t in node.targets if isinstance(t, ast.Name)]
             if any(n.endswith(("config", "args", "cfg")) for n in names):
                 out += _dict_settings(node.value, "", constants)
+        elif isinstance(node, ast.ClassDef) and _is_dataclass(node):
+            out += _field_defaults(node, lines)
+    return out
+
+
+def _is_dataclass(node: ast.ClassDef) -> bool:
+    """``@dataclass`` / ``@dataclasses.dataclass(...)``: the form of HF's ``HfArgumentParser``
+    argument classes, TRL's script arguments and tyro / simple-parsing experiment configs."""
+    for deco in node.decorator_list:
+        target = deco.func if isinstance(deco, ast.Call) else deco
+        if (target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")) == "dataclass":
+            return True
+    return False
+
+
+def _field_defaults(node: ast.ClassDef, lines: list[str]) -> list[Setting]:
+    """The defaults of a dataclass's fields (``save_only_model: bool = field(default=True)``,
+    ``lr: float = 3e-4``): they are the run's settings unless a command-line flag overrides them,
+    and a config kept as a dataclass shows nothing else. Only literal defaults: a default_factory
+    or an expression is code."""
+    out = []
+    for stmt in node.body:
+        if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None):
+            continue
+        value = stmt.value
+        if isinstance(value, ast.Call) and _call_name(value) == "field":
+            value = next((kw.value for kw in value.keywords if kw.arg == "default"), None)
+        if isinstance(value, ast.Constant) and isinstance(value.value, (bool, int, float, str)):
+            out.append(Setting(f"{snake(node.name)}.{snake(stmt.target.id)}", value.value, stmt.lineno,
+                               _quote(lines, stmt)))
     return out
 
 

@@ -1,0 +1,16 @@
+CUDA_VISIBLE_DEVICES=2,3 python src/train_sft.py
+--model_name_or_path /data/ftp/models/baichuan
+--do_train
+--dataset guanaco_belle_merge
+--finetuning_type lora
+--output_dir outs/baichuan_sft
+--overwrite_cache
+--per_device_train_batch_size 4
+--gradient_accumulation_steps 4
+--lr_scheduler_type cosine
+--logging_steps 10
+--save_steps 1000
+--learning_rate 5e-5
+--num_train_epochs 3.0
+--plot_loss
+--fp16
