@@ -5,7 +5,7 @@ import pytest
 import yaml
 
 from troubleshoot.fault_words import asks_without_fault, names_a_fault, names_only_a_topic, names_what_went_wrong
-from troubleshoot.matcher import SymptomMatcher, match_tokens, normalize, tokens
+from troubleshoot.matcher import MESSAGE_TEXT_WEIGHT, SymptomMatcher, build_index, match_tokens, normalize, tokens
 from troubleshoot.prose import prose
 
 FIXTURES = Path(__file__).resolve().parent / "paraphrases"
@@ -354,3 +354,5 @@ def test_the_sentence_of_a_long_pasted_message_is_no_symptom_word(shipped_kb):
     pasted = ("[rank1]: Some NCCL operations have failed or timed out. Due to the asynchronous nature of CUDA "
               "kernels, subsequent GPU operations might run on corrupted/incomplete data.")
     assert matcher.match_report(pasted)[0].id == "system-failure"
+    words = next(e for e in build_index(shipped_kb)["entries"] if e["id"] == "system-failure")["words"]
+    assert max(words["might"], words["below"], words["subsequent"]) <= MESSAGE_TEXT_WEIGHT < words["nccl"]
