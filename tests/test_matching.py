@@ -5,7 +5,7 @@ import pytest
 import yaml
 
 from troubleshoot.fault_words import asks_without_fault, names_a_fault, names_only_a_topic, names_what_went_wrong
-from troubleshoot.matcher import SymptomMatcher, match_tokens, normalize, tokens
+from troubleshoot.matcher import MESSAGE_TEXT_WEIGHT, SymptomMatcher, build_index, match_tokens, normalize, tokens
 from troubleshoot.prose import prose
 
 FIXTURES = Path(__file__).resolve().parent / "paraphrases"
@@ -340,3 +340,19 @@ def test_a_pasted_launch_script_does_not_pick_the_symptom(shipped_kb):
     matcher = SymptomMatcher(shipped_kb)
     assert matcher.match(prose(report))[0].id == "system-failure"   # what the words alone say
     assert matcher.match_report(report)[0].id == "preference-divergence"
+
+
+def test_the_sentence_of_a_long_pasted_message_is_no_symptom_word(shipped_kb):
+    """system-failure knows NCCL's and CUDA's long messages ("... subsequent GPU operations might run
+    on corrupted data", "the stacktrace below might be incorrect"). Their filler words ("might",
+    "due", "below", "subsequent", "report") are written about any symptom: a resume story told with
+    them is a loss spike. Pasted whole, the message still names its symptom (the phrase signal)."""
+    matcher = SymptomMatcher(shipped_kb)
+    story = ("The loss jumps up right after resuming from a checkpoint. It might be due to the data order; "
+             "I report the curve below, subsequent steps stay high.")
+    assert matcher.match_report(story)[0].id == "loss-spike"
+    pasted = ("[rank1]: Some NCCL operations have failed or timed out. Due to the asynchronous nature of CUDA "
+              "kernels, subsequent GPU operations might run on corrupted/incomplete data.")
+    assert matcher.match_report(pasted)[0].id == "system-failure"
+    words = next(e for e in build_index(shipped_kb)["entries"] if e["id"] == "system-failure")["words"]
+    assert max(words["might"], words["below"], words["subsequent"]) <= MESSAGE_TEXT_WEIGHT < words["nccl"]

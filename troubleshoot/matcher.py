@@ -34,6 +34,8 @@ TYPO_CUTOFF = 84          # rapidfuzz ratio for snapping an unknown word to a kn
 PASTED_DISCOUNT = 0.9     # an alias found (fuzzily) inside a longer report
 MAX_MATCH_CHARS = 8000    # a longer paste is matched on its head and tail (docs/resource-policy.md)
 CAUSE_TEXT_WEIGHT = 0.3   # words from cause titles count less than alias words
+MESSAGE_WORDS = 14        # an error alias this many words long is a sentence-long message ...
+MESSAGE_TEXT_WEIGHT = 0.35  # ... whose words no other alias of the symptom uses count this much at most
 WEAK_MATCH = 0.35         # below this best score the match is only a guess: show candidates, ask
 ANCHOR_SHARE = 0.4        # off-topic: no query word has this share of the highest idf (a word of one symptom)
 MIN_KNOWN_SHARE = 0.5     # weak: fewer of the query's English words than this are known words ...
@@ -348,6 +350,7 @@ def build_index(kb: KnowledgeBase) -> dict:
     entries = []
     for s in kb.symptoms.values():
         aliases = s.all_aliases() + [s.id.replace("-", " ")]
+        messages = {a for a in s.aliases.get("errors", ()) if len(a.split()) >= MESSAGE_WORDS}
         words: dict[str, float] = {}
         for cause in s.causes:
             for tok in match_tokens(cause.title):
@@ -356,11 +359,17 @@ def build_index(kb: KnowledgeBase) -> dict:
         for alias in aliases:
             for tok in set(match_tokens(alias)):
                 counts[tok] = counts.get(tok, 0) + 1
+        # A long pasted message is mostly its sentence ("... might run on corrupted data", "due to",
+        # "the stacktrace below might be incorrect"): words people write about any symptom. The
+        # message itself is matched whole by the phrase signal when pasted; its words alone say little.
+        written = {tok for alias in aliases if alias not in messages for tok in match_tokens(alias)}
         for tok, count in counts.items():
             # A word in many of this symptom's aliases is more typical of it than one in a few; a
             # word in a single alias ("开始", "显示") is context more often than the symptom.
             typical = 0.5 + 0.5 * min(1.0, TYPICAL_SHARE_SCALE * count / len(aliases))
             words[tok] = min(typical, ONE_ALIAS_WEIGHT) if count == 1 else typical
+            if tok not in written:
+                words[tok] = min(words[tok], MESSAGE_TEXT_WEIGHT)
         entries.append({"id": s.id, "title": s.title, "phrases": [normalize(a) for a in s.all_aliases()],
                         "words": words})
     df: dict[str, int] = {}
