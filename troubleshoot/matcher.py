@@ -355,14 +355,17 @@ def build_index(kb: KnowledgeBase) -> dict:
         for cause in s.causes:
             for tok in match_tokens(cause.title):
                 words.setdefault(tok, CAUSE_TEXT_WEIGHT)
-        counts: dict[str, int] = {}
-        for alias in aliases:
-            for tok in set(match_tokens(alias)):
-                counts[tok] = counts.get(tok, 0) + 1
         # A long pasted message is mostly its sentence ("... might run on corrupted data", "due to",
         # "the stacktrace below might be incorrect"): words people write about any symptom. The
         # message itself is matched whole by the phrase signal when pasted; its words alone say little.
-        written = {tok for alias in aliases if alias not in messages for tok in match_tokens(alias)}
+        counts: dict[str, int] = {}
+        written: set[str] = set()  # words of the aliases that are not such messages
+        for alias in aliases:
+            toks = set(match_tokens(alias))
+            for tok in toks:
+                counts[tok] = counts.get(tok, 0) + 1
+            if alias not in messages:
+                written |= toks
         for tok, count in counts.items():
             # A word in many of this symptom's aliases is more typical of it than one in a few; a
             # word in a single alias ("开始", "显示") is context more often than the symptom.

@@ -74,4 +74,3 @@ def warmup_fraction(found: dict[str, Hit]) -> None:
         return
     del found["train.warmup_iterations"]
     found.setdefault("train.warmup_ratio", hit._replace(fact="train.warmup_ratio"))
-
